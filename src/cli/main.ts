@@ -1,0 +1,38 @@
+// The `blockspeaker` command: dispatches to one module per subcommand group.
+import { CliError } from './args.ts';
+
+type Group = { run(argv: string[]): Promise<number> };
+
+const groups: Record<string, { describe: string; load: () => Promise<Group> }> = {
+  ipam: { describe: 'IP pools, blocks, affinities and allocations (--store DIR)', load: () => import('./ipam.ts') },
+  rib: { describe: 'routing table tools (lpm)', load: () => import('./rib.ts') },
+};
+
+function usage(): string {
+  const lines = Object.entries(groups).map(([name, g]) => `  ${name.padEnd(8)} ${g.describe}`);
+  return `usage: blockspeaker <command> ...\n\ncommands:\n${lines.join('\n')}\n`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  if (!cmd || cmd === '--help' || cmd === '-h' || cmd === 'help') {
+    process.stdout.write(usage());
+    return cmd ? 0 : 2;
+  }
+  const group = groups[cmd];
+  if (!group) throw new CliError(`unknown command "${cmd}" (try: ${Object.keys(groups).join(', ')})`);
+  return (await group.load()).run(rest);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    // Bad input and known failures: one line on stderr. Anything else is a bug: show the stack.
+    const e = err as Error;
+    const known = e && (e instanceof CliError || ['AddressError', 'IpamError', 'StoreError', 'ConfigError'].includes(e.name));
+    process.stderr.write(`blockspeaker: ${known ? e.message : (e?.stack ?? String(err))}\n`);
+    process.exitCode = known && e instanceof CliError ? 2 : 1;
+  },
+);
