@@ -1,0 +1,494 @@
+// BGP path attributes as immutable records, and an interner that hash-conses them.
+//
+// A full table has ~1.3M routes but only a few thousand distinct attribute sets, so every route refers to one
+// shared, interned record. Records are normalised on construction (set-like lists sorted and de-duplicated,
+// adjacent AS_SEQUENCE segments joined) so that equal meaning gives equal content and therefore one instance.
+import { IP, ipEquals } from '../net/ip.ts';
+
+// ---- types --------------------------------------------------------------------------------------------------
+
+/** ORIGIN (RFC 4271 5.1.1); lower is preferred. */
+export const Origin = { IGP: 0, EGP: 1, INCOMPLETE: 2 } as const;
+export type Origin = (typeof Origin)[keyof typeof Origin];
+
+/** AS_PATH segment types: RFC 4271 4.3 (SET, SEQUENCE) and RFC 5065 (confederation segments). */
+export const SegmentType = { AS_SET: 1, AS_SEQUENCE: 2, AS_CONFED_SEQUENCE: 3, AS_CONFED_SET: 4 } as const;
+export type SegmentType = (typeof SegmentType)[keyof typeof SegmentType];
+
+export interface AsPathSegment {
+  readonly type: SegmentType;
+  /** 4-octet ASNs (RFC 6793); two-octet peers are translated by the codec. */
+  readonly asns: readonly number[];
+}
+export type AsPath = readonly AsPathSegment[];
+
+/** AGGREGATOR: the AS and (IPv4) router that formed the aggregate. */
+export interface Aggregator {
+  readonly asn: number;
+  readonly address: IP;
+}
+
+/** An extended community (RFC 4360): its 8 octets as two uint32 halves, most significant first. */
+export type ExtCommunity = readonly [hi: number, lo: number];
+/** A large community (RFC 8092): global administrator, local data 1, local data 2. */
+export type LargeCommunity = readonly [global: number, local1: number, local2: number];
+
+/** An optional transitive attribute we do not understand, kept as raw bytes to pass on (RFC 4271 5). */
+export interface RawAttr {
+  readonly flags: number;
+  readonly type: number;
+  /** The value octets. Shared by every route using the record: never mutate. */
+  readonly value: Uint8Array;
+}
+
+/** An immutable, normalised set of path attributes. Create with makeAttrs, share with AttrInterner.intern. */
+export interface PathAttrs {
+  readonly origin: Origin;
+  readonly asPath: AsPath;
+  /** NEXT_HOP or the MP_REACH global next hop; null for locally originated routes (meaning "this host"). */
+  readonly nextHop: IP | null;
+  /** The IPv6 link-local next hop that MP_REACH may carry next to the global one (RFC 2545 3). */
+  readonly nextHopLinkLocal: IP | null;
+  readonly med: number | undefined;
+  readonly localPref: number | undefined;
+  readonly atomicAggregate: boolean;
+  readonly aggregator: Aggregator | undefined;
+  /** RFC 1997 communities, sorted and unique. */
+  readonly communities: readonly number[];
+  readonly extCommunities: readonly ExtCommunity[];
+  readonly largeCommunities: readonly LargeCommunity[];
+  /** ORIGINATOR_ID (RFC 4456), a router ID as uint32. */
+  readonly originatorId: number | undefined;
+  /** CLUSTER_LIST (RFC 4456) in received order. */
+  readonly clusterList: readonly number[];
+  /** Unknown optional transitive attributes, sorted by type code. */
+  readonly unknown: readonly RawAttr[];
+  /** Content hash (computed once; equal content gives equal hash). */
+  readonly hash: number;
+}
+
+/** What makeAttrs accepts: every field optional (ORIGIN defaults to IGP, AS_PATH to empty, next hop to none). */
+export interface AttrsInit {
+  origin?: Origin;
+  asPath?: AsPath;
+  nextHop?: IP | null;
+  nextHopLinkLocal?: IP | null;
+  med?: number;
+  localPref?: number;
+  atomicAggregate?: boolean;
+  aggregator?: Aggregator;
+  communities?: readonly number[];
+  extCommunities?: readonly ExtCommunity[];
+  largeCommunities?: readonly LargeCommunity[];
+  originatorId?: number;
+  clusterList?: readonly number[];
+  unknown?: readonly RawAttr[];
+}
+
+/** Attribute values that cannot be represented (out-of-range numbers, duplicate unknown types). */
+export class AttrError extends Error {
+  override name = 'AttrError';
+}
+
+// ---- construction -------------------------------------------------------------------------------------------
+
+const isU32 = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 0xffffffff;
+
+function u32(n: number, what: string): number {
+  if (!isU32(n)) throw new AttrError(`${what} must be an unsigned 32-bit integer, got ${n}`);
+  return n;
+}
+
+function cmpTuple(a: readonly number[], b: readonly number[]): number {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i] - b[i];
+  return 0;
+}
+
+function sortedUnique(xs: readonly number[], what: string): readonly number[] {
+  const out = xs.map((x) => u32(x, what)).sort((a, b) => a - b);
+  return Object.freeze(out.filter((x, i) => i === 0 || x !== out[i - 1]));
+}
+
+function sortedUniqueTuples<T extends readonly number[]>(xs: readonly T[], width: number, what: string): readonly T[] {
+  const out = xs.map((t) => {
+    if (t.length !== width) throw new AttrError(`${what} must have ${width} parts, got ${t.length}`);
+    return Object.freeze(t.map((x) => u32(x, what))) as unknown as T;
+  });
+  out.sort(cmpTuple);
+  return Object.freeze(out.filter((t, i) => i === 0 || cmpTuple(t, out[i - 1]) !== 0));
+}
+
+function normaliseAsPath(path: AsPath): AsPath {
+  const out: AsPathSegment[] = [];
+  for (const seg of path) {
+    if (seg.type < 1 || seg.type > 4 || !Number.isInteger(seg.type)) {
+      throw new AttrError(`unknown AS_PATH segment type ${seg.type}`);
+    }
+    if (seg.asns.length === 0) continue; // an empty segment says nothing
+    let asns = seg.asns.map((a) => u32(a, 'ASN'));
+    const isSet = seg.type === SegmentType.AS_SET || seg.type === SegmentType.AS_CONFED_SET;
+    if (isSet) {
+      // Order inside a set carries no meaning.
+      asns.sort((a, b) => a - b);
+      asns = asns.filter((a, i) => i === 0 || a !== asns[i - 1]);
+    }
+    const last = out[out.length - 1];
+    if (!isSet && last && last.type === seg.type) {
+      // Sequences longer than 255 ASNs arrive split over several segments; joined they mean the same path.
+      out[out.length - 1] = { type: seg.type, asns: [...last.asns, ...asns] };
+    } else {
+      out.push({ type: seg.type, asns });
+    }
+  }
+  for (const seg of out) {
+    Object.freeze(seg.asns);
+    Object.freeze(seg);
+  }
+  return Object.freeze(out);
+}
+
+function copyIP(ip: IP | null | undefined, what: string): IP | null {
+  if (ip == null) return null;
+  if (!(ip instanceof IP)) throw new AttrError(`${what} must be an IP`);
+  return ip;
+}
+
+/** Build a normalised, frozen attribute record (not interned). */
+export function makeAttrs(init: AttrsInit = {}): PathAttrs {
+  const origin = init.origin ?? Origin.IGP;
+  if (origin !== 0 && origin !== 1 && origin !== 2) throw new AttrError(`bad ORIGIN ${origin}`);
+  const unknown = [...(init.unknown ?? [])]
+    .map((r): RawAttr => {
+      if (!Number.isInteger(r.type) || r.type < 0 || r.type > 255) throw new AttrError(`bad attribute type ${r.type}`);
+      if (!Number.isInteger(r.flags) || r.flags < 0 || r.flags > 255) throw new AttrError(`bad attribute flags ${r.flags}`);
+      return Object.freeze({ flags: r.flags, type: r.type, value: new Uint8Array(r.value) });
+    })
+    .sort((a, b) => a.type - b.type);
+  for (let i = 1; i < unknown.length; i++) {
+    if (unknown[i].type === unknown[i - 1].type) throw new AttrError(`attribute type ${unknown[i].type} given twice`);
+  }
+  const agg = init.aggregator;
+  const rec = {
+    origin,
+    asPath: normaliseAsPath(init.asPath ?? []),
+    nextHop: copyIP(init.nextHop, 'next hop'),
+    nextHopLinkLocal: copyIP(init.nextHopLinkLocal, 'link-local next hop'),
+    med: init.med === undefined ? undefined : u32(init.med, 'MED'),
+    localPref: init.localPref === undefined ? undefined : u32(init.localPref, 'LOCAL_PREF'),
+    atomicAggregate: init.atomicAggregate === true,
+    aggregator: agg === undefined
+      ? undefined
+      : Object.freeze({ asn: u32(agg.asn, 'AGGREGATOR ASN'), address: copyIP(agg.address, 'AGGREGATOR address')! }),
+    communities: sortedUnique(init.communities ?? [], 'community'),
+    extCommunities: sortedUniqueTuples(init.extCommunities ?? [], 2, 'extended community'),
+    largeCommunities: sortedUniqueTuples(init.largeCommunities ?? [], 3, 'large community'),
+    originatorId: init.originatorId === undefined ? undefined : u32(init.originatorId, 'ORIGINATOR_ID'),
+    clusterList: Object.freeze((init.clusterList ?? []).map((c) => u32(c, 'CLUSTER_ID'))),
+    unknown: Object.freeze(unknown),
+    hash: 0,
+  };
+  rec.hash = hashAttrs(rec);
+  const frozen = Object.freeze(rec);
+  built.add(frozen);
+  return frozen;
+}
+
+// Records made by makeAttrs are already normalised and hashed; intern() trusts only these.
+const built = new WeakSet<PathAttrs>();
+
+/** A copy of `a` with some fields replaced (for import/export policy). Not interned. */
+export function withAttrs(a: PathAttrs, changes: AttrsInit): PathAttrs {
+  const { hash: _hash, ...rest } = a;
+  // A key given as undefined clears that attribute (e.g. { med: undefined } strips MED).
+  return makeAttrs({ ...rest, ...changes });
+}
+
+/** One AS_SEQUENCE segment (test and config convenience). */
+export function asSequence(...asns: number[]): AsPathSegment {
+  return { type: SegmentType.AS_SEQUENCE, asns };
+}
+
+/** One AS_SET segment. */
+export function asSet(...asns: number[]): AsPathSegment {
+  return { type: SegmentType.AS_SET, asns };
+}
+
+// ---- hashing and equality -----------------------------------------------------------------------------------
+
+// Multiply-xorshift mixing over 32-bit words (murmur3-style finaliser per step): cheap and spreads small ints.
+function mix(h: number, v: number): number {
+  let k = Math.imul(v | 0, 0xcc9e2d51);
+  k = (k << 15) | (k >>> 17);
+  k = Math.imul(k, 0x1b873593);
+  h ^= k;
+  h = (h << 13) | (h >>> 19);
+  return (Math.imul(h, 5) + 0xe6546b64) | 0;
+}
+
+function mixIP(h: number, ip: IP | null): number {
+  if (ip === null) return mix(h, 0x7fffffff);
+  return mix(mix(mix(mix(mix(h, ip.family), ip.w0), ip.w1), ip.w2), ip.w3);
+}
+
+function mixList(h: number, xs: readonly number[]): number {
+  h = mix(h, xs.length);
+  for (let i = 0; i < xs.length; i++) h = mix(h, xs[i]);
+  return h;
+}
+
+function hashAttrs(a: Omit<PathAttrs, 'hash'>): number {
+  let h = mix(0x9747b28c, a.origin);
+  h = mix(h, a.asPath.length);
+  for (const seg of a.asPath) h = mixList(mix(h, seg.type), seg.asns);
+  h = mixIP(h, a.nextHop);
+  h = mixIP(h, a.nextHopLinkLocal);
+  // Absent and present-with-a-value must hash differently; -1 cannot be a uint32 value.
+  h = mix(h, a.med ?? -1);
+  h = mix(h, a.localPref ?? -1);
+  h = mix(h, a.atomicAggregate ? 1 : 0);
+  h = a.aggregator ? mixIP(mix(h, a.aggregator.asn), a.aggregator.address) : mix(h, -1);
+  h = mixList(h, a.communities);
+  h = mix(h, a.extCommunities.length);
+  for (const e of a.extCommunities) h = mix(mix(h, e[0]), e[1]);
+  h = mix(h, a.largeCommunities.length);
+  for (const l of a.largeCommunities) h = mix(mix(mix(h, l[0]), l[1]), l[2]);
+  h = mix(h, a.originatorId ?? -1);
+  h = mixList(h, a.clusterList);
+  h = mix(h, a.unknown.length);
+  for (const u of a.unknown) {
+    h = mix(mix(mix(h, u.type), u.flags), u.value.length);
+    for (let i = 0; i < u.value.length; i++) h = mix(h, u.value[i]);
+  }
+  // Final avalanche so that bucket keys use all bits.
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+function listEq(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function ipEq(a: IP | null, b: IP | null): boolean {
+  return a === b || (a !== null && b !== null && ipEquals(a, b));
+}
+
+/** Content equality of two normalised records. */
+export function attrsEqual(a: PathAttrs, b: PathAttrs): boolean {
+  if (a === b) return true;
+  if (
+    a.hash !== b.hash || a.origin !== b.origin || a.med !== b.med || a.localPref !== b.localPref ||
+    a.atomicAggregate !== b.atomicAggregate || a.originatorId !== b.originatorId ||
+    !ipEq(a.nextHop, b.nextHop) || !ipEq(a.nextHopLinkLocal, b.nextHopLinkLocal) ||
+    a.asPath.length !== b.asPath.length || !listEq(a.communities, b.communities) ||
+    !listEq(a.clusterList, b.clusterList) || a.extCommunities.length !== b.extCommunities.length ||
+    a.largeCommunities.length !== b.largeCommunities.length || a.unknown.length !== b.unknown.length
+  ) {
+    return false;
+  }
+  if (a.aggregator !== b.aggregator) {
+    if (!a.aggregator || !b.aggregator) return false;
+    if (a.aggregator.asn !== b.aggregator.asn || !ipEquals(a.aggregator.address, b.aggregator.address)) return false;
+  }
+  for (let i = 0; i < a.asPath.length; i++) {
+    if (a.asPath[i].type !== b.asPath[i].type || !listEq(a.asPath[i].asns, b.asPath[i].asns)) return false;
+  }
+  for (let i = 0; i < a.extCommunities.length; i++) if (!listEq(a.extCommunities[i], b.extCommunities[i])) return false;
+  for (let i = 0; i < a.largeCommunities.length; i++) {
+    if (!listEq(a.largeCommunities[i], b.largeCommunities[i])) return false;
+  }
+  for (let i = 0; i < a.unknown.length; i++) {
+    const x = a.unknown[i];
+    const y = b.unknown[i];
+    if (x.type !== y.type || x.flags !== y.flags || x.value.length !== y.value.length) return false;
+    for (let j = 0; j < x.value.length; j++) if (x.value[j] !== y.value[j]) return false;
+  }
+  return true;
+}
+
+// ---- interning ----------------------------------------------------------------------------------------------
+
+interface Entry {
+  readonly attrs: PathAttrs;
+  readonly id: number;
+  refs: number;
+}
+
+/**
+ * Hash-consing table for attribute records with reference counts. intern() returns the one shared instance for
+ * the content and takes a reference; release() drops one, and the record leaves the table at zero. Each live
+ * record also has a small integer id (reused after release) so that compact stores can hold a uint32 instead of
+ * an object pointer.
+ */
+export class AttrInterner {
+  // hash -> entries with that hash (almost always one).
+  private readonly buckets = new Map<number, Entry | Entry[]>();
+  private readonly byId: (Entry | undefined)[] = [];
+  private readonly freeIds: number[] = [];
+  private count = 0;
+
+  /** Number of distinct records held. */
+  get size(): number {
+    return this.count;
+  }
+
+  /** The canonical instance for `a`'s content, taking one reference. Accepts interned or fresh records. */
+  intern(a: PathAttrs | AttrsInit): PathAttrs {
+    return this.acquire(a).attrs;
+  }
+
+  /** Like intern, but returns the record's id. */
+  internId(a: PathAttrs | AttrsInit): number {
+    return this.acquire(a).id;
+  }
+
+  /** The canonical instance equal to `a` if held, without taking a reference. */
+  lookup(a: PathAttrs): PathAttrs | undefined {
+    return this.find(a)?.attrs;
+  }
+
+  /** Drop one reference taken by intern/internId/retain. */
+  release(a: PathAttrs): void {
+    const e = this.find(a);
+    if (!e || e.attrs !== a) throw new AttrError('release of attributes that are not interned here');
+    this.drop(e);
+  }
+
+  releaseId(id: number): void {
+    const e = this.byId[id];
+    if (!e) throw new AttrError(`release of unknown attribute id ${id}`);
+    this.drop(e);
+  }
+
+  /** Take one more reference on a held record by id. */
+  retainId(id: number): void {
+    const e = this.byId[id];
+    if (!e) throw new AttrError(`retain of unknown attribute id ${id}`);
+    e.refs++;
+  }
+
+  /** The record with this id (which must be live). */
+  get(id: number): PathAttrs {
+    const e = this.byId[id];
+    if (!e) throw new AttrError(`unknown attribute id ${id}`);
+    return e.attrs;
+  }
+
+  /** The id of a held canonical instance, or -1. */
+  idOf(a: PathAttrs): number {
+    const e = this.find(a);
+    return e && e.attrs === a ? e.id : -1;
+  }
+
+  /** References currently held on `a`'s content (0 when not held). */
+  refCount(a: PathAttrs): number {
+    return this.find(a)?.refs ?? 0;
+  }
+
+  private find(a: PathAttrs): Entry | undefined {
+    const b = this.buckets.get(a.hash);
+    if (b === undefined) return undefined;
+    if (!Array.isArray(b)) return b.attrs === a || attrsEqual(b.attrs, a) ? b : undefined;
+    for (const e of b) if (e.attrs === a) return e;
+    for (const e of b) if (attrsEqual(e.attrs, a)) return e;
+    return undefined;
+  }
+
+  private acquire(input: PathAttrs | AttrsInit): Entry {
+    // A record built by makeAttrs is frozen and carries its hash; anything else is normalised first.
+    const a = isRecord(input) ? input : makeAttrs(input);
+    const found = this.find(a);
+    if (found) {
+      found.refs++;
+      return found;
+    }
+    const id = this.freeIds.length > 0 ? this.freeIds.pop()! : this.byId.length;
+    const e: Entry = { attrs: a, id, refs: 1 };
+    this.byId[id] = e;
+    const b = this.buckets.get(a.hash);
+    if (b === undefined) this.buckets.set(a.hash, e);
+    else if (Array.isArray(b)) b.push(e);
+    else this.buckets.set(a.hash, [b, e]);
+    this.count++;
+    return e;
+  }
+
+  private drop(e: Entry): void {
+    if (--e.refs > 0) return;
+    const b = this.buckets.get(e.attrs.hash)!;
+    if (!Array.isArray(b)) this.buckets.delete(e.attrs.hash);
+    else {
+      const rest = b.filter((x) => x !== e);
+      this.buckets.set(e.attrs.hash, rest.length === 1 ? rest[0] : rest);
+    }
+    this.byId[e.id] = undefined;
+    this.freeIds.push(e.id);
+    this.count--;
+  }
+}
+
+function isRecord(x: PathAttrs | AttrsInit): x is PathAttrs {
+  return built.has(x as PathAttrs);
+}
+
+/** The process-wide table that BGP sessions and the RIB share unless told otherwise. */
+export const defaultInterner = new AttrInterner();
+
+/** Intern into the process-wide table (takes a reference). */
+export function intern(a: PathAttrs | AttrsInit): PathAttrs {
+  return defaultInterner.intern(a);
+}
+
+/** Release a reference taken with intern(). */
+export function release(a: PathAttrs): void {
+  defaultInterner.release(a);
+}
+
+// ---- helpers ------------------------------------------------------------------------------------------------
+
+/** AS_PATH length for route selection (RFC 4271 9.1.2.2 a): an AS_SET counts 1, confederation segments 0 (RFC 5065). */
+export function asPathLength(path: AsPath): number {
+  let n = 0;
+  for (const seg of path) {
+    if (seg.type === SegmentType.AS_SEQUENCE) n += seg.asns.length;
+    else if (seg.type === SegmentType.AS_SET) n += 1;
+  }
+  return n;
+}
+
+/**
+ * The neighbour AS used to group paths for MED comparison: the first ASN of the first AS_SEQUENCE (so leading
+ * confederation segments are skipped). 0 when there is none, i.e. the route originated inside our own AS;
+ * ASN 0 is reserved (RFC 7607) so it cannot clash with a real neighbour.
+ */
+export function neighbourAs(path: AsPath): number {
+  for (const seg of path) if (seg.type === SegmentType.AS_SEQUENCE) return seg.asns[0];
+  return 0;
+}
+
+/** The origin AS: the last ASN of the last segment when that is a sequence, else undefined (aggregated). */
+export function originAs(path: AsPath): number | undefined {
+  const last = path[path.length - 1];
+  if (!last || last.type !== SegmentType.AS_SEQUENCE) return undefined;
+  return last.asns[last.asns.length - 1];
+}
+
+/** AS_PATH in the usual text form: "65001 65002 {64512 64513} (65010)"; confed sets as "[...]". */
+export function formatAsPath(path: AsPath): string {
+  return path
+    .map((seg) => {
+      const s = seg.asns.join(' ');
+      switch (seg.type) {
+        case SegmentType.AS_SET: return `{${s}}`;
+        case SegmentType.AS_CONFED_SEQUENCE: return `(${s})`;
+        case SegmentType.AS_CONFED_SET: return `[${s}]`;
+        default: return s;
+      }
+    })
+    .join(' ');
+}
