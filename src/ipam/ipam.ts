@@ -1,0 +1,830 @@
+// IPAM orchestration: Calico's allocation order over blocks kept in a Store.
+//
+//   autoAssign: (1) the host's own affine blocks -> (2) claim a new block (host-seeded start, sequential walk,
+//   two-phase: pending affinity, create block with compare-and-swap, confirm) -> (3) borrow single addresses from
+//   other hosts' blocks, only where allowed. Every block write is a compare-and-swap, retried a bounded number of
+//   times. Concurrent requests for one host in this process are served together in one pass (one transaction), so
+//   a busy node pays one durable write for many pods.
+import {
+  comparePrefix,
+  formatIP,
+  hostPrefix,
+  ipAt,
+  maxLen,
+  parseIP,
+  parsePrefix,
+  prefixContainsIP,
+  prefixContainsPrefix,
+  prefixesOverlap,
+  prefixOf,
+  subnetAt,
+  subnetCount,
+  type Family,
+  type IP,
+  type Prefix,
+} from '../net/ip.ts';
+import type { Store } from '../store/types.ts';
+import {
+  affineHost,
+  allocate,
+  allocateOrdinal,
+  blockCounts,
+  collectAttributes,
+  expireCooldowns,
+  isEmpty,
+  newBlock,
+  ordinalOf,
+  ordinalsOfHandle,
+  release,
+  reservedOrdinals,
+} from './block.ts';
+import { IpamStore, Pass, keys } from './datastore.ts';
+import { parseSelector, SelectorError } from './selector.ts';
+import {
+  IpamError,
+  type AllocationAttr,
+  type AssignedIP,
+  type AssignResult,
+  type AutoAssignArgs,
+  type BlockInfo,
+  type BlockRecord,
+  type Host,
+  type IpamConfig,
+  type Pool,
+  type PoolSpec,
+  type ReleaseResult,
+  type ReservationPolicy,
+  type RouteView,
+  type Use,
+} from './types.ts';
+
+export interface IpamOptions {
+  /** Clock in ms (cooldowns). */
+  now?: () => number;
+  /** Attempts for a batch whose compare-and-swap keeps failing. */
+  maxRetries?: number;
+}
+
+/** 32-bit FNV-1 of a host name: where that host starts looking for a free block, so hosts spread out. */
+export function fnv1(text: string): number {
+  let h = 0x811c9dc5;
+  for (const byte of Buffer.from(text, 'utf8')) {
+    h = Math.imul(h, 0x01000193) >>> 0;
+    h = (h ^ byte) >>> 0;
+  }
+  return h;
+}
+
+// ---- validation ---------------------------------------------------------------------------------------------------
+
+const NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+
+function invalid(msg: string): never {
+  throw new IpamError('INVALID', msg);
+}
+
+/** Check a pool spec, fill defaults, and return the pool. Every error names the field. */
+export function validatePool(spec: PoolSpec): Pool {
+  if (typeof spec.name !== 'string' || !NAME.test(spec.name)) {
+    invalid(`pool name ${JSON.stringify(spec.name)} is not valid: lower-case letters, digits, "-" and "."`);
+  }
+  let cidr: Prefix;
+  try {
+    cidr = parsePrefix(spec.cidr);
+  } catch (e) {
+    invalid(`pool ${spec.name}: cidr: ${(e as Error).message}`);
+  }
+  const v4 = cidr.family === 4;
+  const blockSize = spec.blockSize ?? (v4 ? 26 : 122);
+  const [lo, hi] = v4 ? [20, 32] : [116, 128];
+  if (!Number.isInteger(blockSize) || blockSize < lo || blockSize > hi) {
+    invalid(`pool ${spec.name}: blockSize ${blockSize} out of range ${lo}..${hi} for IPv${cidr.family}`);
+  }
+  if (blockSize < cidr.len) invalid(`pool ${spec.name}: blockSize /${blockSize} is larger than the pool ${cidr}`);
+  const nodeSelector = spec.nodeSelector ?? 'all()';
+  try {
+    parseSelector(nodeSelector);
+  } catch (e) {
+    invalid(`pool ${spec.name}: nodeSelector: ${(e as SelectorError).message}`);
+  }
+  const allowedUses = spec.allowedUses ?? ['Workload', 'Tunnel'];
+  if (!Array.isArray(allowedUses) || allowedUses.length === 0 || allowedUses.some((u) => u !== 'Workload' && u !== 'Tunnel')) {
+    invalid(`pool ${spec.name}: allowedUses must be a non-empty list of Workload, Tunnel; got ${JSON.stringify(allowedUses)}`);
+  }
+  const reservation: ReservationPolicy = spec.reservation ?? { kind: 'auto' };
+  const blockAddrs = 2 ** (maxLen(cidr.family) - blockSize);
+  const count = (n: unknown, field: string, max: number): void => {
+    if (!Number.isInteger(n) || (n as number) < 0 || (n as number) > max) {
+      invalid(`pool ${spec.name}: reservation ${field} must be a whole number from 0 to ${max}, got ${JSON.stringify(n)}`);
+    }
+  };
+  switch (reservation.kind) {
+    case 'auto':
+    case 'none':
+      break;
+    case 'perBlock':
+      count(reservation.start, 'start', blockAddrs - 1);
+      count(reservation.end, 'end', blockAddrs - 1);
+      if (reservation.start + reservation.end >= blockAddrs) {
+        invalid(`pool ${spec.name}: reservation per-block ${reservation.start}:${reservation.end} leaves no address in a /${blockSize} block`);
+      }
+      break;
+    case 'perHost':
+      count(reservation.count, 'count', blockAddrs);
+      break;
+    case 'perPool':
+      count(reservation.count, 'count', Math.min(2 ** (maxLen(cidr.family) - cidr.len) - 1, 4096));
+      break;
+    default:
+      invalid(`pool ${spec.name}: unknown reservation kind ${JSON.stringify((reservation as { kind: unknown }).kind)}`);
+  }
+  for (const f of ['disabled', 'natOutgoing', 'disableBGPExport'] as const) {
+    if (spec[f] !== undefined && typeof spec[f] !== 'boolean') invalid(`pool ${spec.name}: ${f} must be true or false`);
+  }
+  return {
+    name: spec.name,
+    cidr: cidr.toString(),
+    blockSize,
+    nodeSelector,
+    disabled: spec.disabled ?? false,
+    allowedUses: [...new Set(allowedUses)] as Use[],
+    natOutgoing: spec.natOutgoing ?? false,
+    disableBGPExport: spec.disableBGPExport ?? false,
+    reservation,
+  };
+}
+
+export function validateHost(host: Host): Host {
+  if (typeof host.name !== 'string' || !NAME.test(host.name)) {
+    invalid(`host name ${JSON.stringify(host.name)} is not valid: lower-case letters, digits, "-" and "."`);
+  }
+  if (host.os !== 'linux' && host.os !== 'windows') invalid(`host ${host.name}: os must be linux or windows, got ${JSON.stringify(host.os)}`);
+  const labels = host.labels ?? {};
+  for (const [k, v] of Object.entries(labels)) {
+    if (!/^[A-Za-z0-9_./-]+$/.test(k) || typeof v !== 'string') invalid(`host ${host.name}: bad label ${JSON.stringify(k)}=${JSON.stringify(v)}`);
+  }
+  return { name: host.name, os: host.os, labels: { ...labels } };
+}
+
+export function validateConfig(c: IpamConfig): IpamConfig {
+  if (typeof c.strictAffinity !== 'boolean') invalid('strictAffinity must be true or false');
+  if (typeof c.autoAllocateBlocks !== 'boolean') invalid('autoAllocateBlocks must be true or false');
+  if (!Number.isInteger(c.maxBlocksPerHost) || c.maxBlocksPerHost < 0) invalid('maxBlocksPerHost must be a whole number >= 0 (0 = no limit)');
+  if (!Number.isFinite(c.ipCooldownSeconds) || c.ipCooldownSeconds < 0) invalid('ipCooldownSeconds must be >= 0');
+  return c;
+}
+
+// ---- per-host batching ----------------------------------------------------------------------------------------
+
+type Waiter<A, R> = { args: A; resolve: (r: R) => void; reject: (e: unknown) => void };
+
+/** Runs queued requests for one key together; the next batch starts when the previous one is done. */
+class Batcher<A, R> {
+  private readonly queues = new Map<string, Waiter<A, R>[]>();
+  private readonly running = new Set<string>();
+  constructor(private readonly run: (key: string, items: A[]) => Promise<(R | Error)[]>) {}
+
+  submit(key: string, args: A): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      let q = this.queues.get(key);
+      if (!q) this.queues.set(key, (q = []));
+      q.push({ args, resolve, reject });
+      if (!this.running.has(key)) void this.drain(key);
+    });
+  }
+
+  private async drain(key: string): Promise<void> {
+    this.running.add(key);
+    try {
+      for (;;) {
+        const q = this.queues.get(key);
+        if (!q || q.length === 0) break;
+        this.queues.delete(key);
+        try {
+          const results = await this.run(key, q.map((w) => w.args));
+          q.forEach((w, i) => (results[i] instanceof Error ? w.reject(results[i]) : w.resolve(results[i] as R)));
+        } catch (e) {
+          for (const w of q) w.reject(e);
+        }
+      }
+    } finally {
+      this.running.delete(key);
+    }
+  }
+}
+
+// ---- the allocator ----------------------------------------------------------------------------------------------
+
+interface Ctx {
+  config: IpamConfig;
+  pools: Pool[];
+  host: Host;
+  now: number;
+  cooldownMs: number;
+}
+
+type ReleaseReq = { ips: string[] } | { handle: string };
+type ReleaseOut = { released: string[]; notAllocated: string[] };
+
+export class Ipam {
+  readonly ds: IpamStore;
+  private readonly now: () => number;
+  private readonly maxRetries: number;
+  private readonly assignBatcher: Batcher<AutoAssignArgs, AssignResult>;
+  private readonly releaseBatcher: Batcher<ReleaseReq, ReleaseOut>;
+  /** The host's affine blocks, read once per pass (claims in the pass append to it). */
+  private readonly affineCache = new WeakMap<Pass, BlockRecord[]>();
+
+  constructor(readonly store: Store, opts: IpamOptions = {}) {
+    this.ds = new IpamStore(store);
+    this.now = opts.now ?? Date.now;
+    this.maxRetries = opts.maxRetries ?? 32;
+    this.assignBatcher = new Batcher((host, items) => this.assignBatch(host, items));
+    this.releaseBatcher = new Batcher((_k, items) => this.releaseBatch(items));
+  }
+
+  // ---- configuration ------------------------------------------------------------------------------------------
+
+  async getConfig(): Promise<IpamConfig> {
+    return (await this.ds.config()).value;
+  }
+
+  async setConfig(patch: Partial<IpamConfig>): Promise<IpamConfig> {
+    for (let i = 0; i < this.maxRetries; i++) {
+      const cur = await this.ds.config();
+      const next = validateConfig({ ...cur.value, ...patch });
+      const r = await this.store.txn([{ key: keys.config, modRevision: cur.rev }], [{ type: 'put', key: keys.config, value: JSON.stringify(next) }]);
+      if (r.succeeded) return next;
+    }
+    throw new IpamError('CONTENTION', 'config changed concurrently too many times; try again');
+  }
+
+  async listPools(): Promise<Pool[]> {
+    return this.ds.pools();
+  }
+
+  /** Add a pool. Refused if the name exists or the cidr overlaps another pool. */
+  async addPool(spec: PoolSpec): Promise<Pool> {
+    const pool = validatePool(spec);
+    const prefix = parsePrefix(pool.cidr);
+    for (let i = 0; i < this.maxRetries; i++) {
+      const setRev = await this.ds.poolSetRevision();
+      const pools = await this.ds.pools();
+      if (pools.some((p) => p.name === pool.name)) throw new IpamError('CONFLICT', `pool ${pool.name} already exists`);
+      const clash = pools.find((p) => prefixesOverlap(parsePrefix(p.cidr), prefix));
+      if (clash) throw new IpamError('CONFLICT', `pool ${pool.name} (${pool.cidr}) overlaps pool ${clash.name} (${clash.cidr})`);
+      const r = await this.store.txn(
+        [{ key: keys.poolSet, modRevision: setRev }, { key: keys.pool(pool.name), modRevision: 0 }],
+        [{ type: 'put', key: keys.pool(pool.name), value: JSON.stringify(pool) }, { type: 'put', key: keys.poolSet, value: pool.name }],
+      );
+      if (r.succeeded) return pool;
+    }
+    throw new IpamError('CONTENTION', 'pools changed concurrently too many times; try again');
+  }
+
+  /** Delete a pool, its empty blocks and their affinities. Refused while any address in it is allocated. */
+  async deletePool(name: string): Promise<void> {
+    for (let i = 0; i < this.maxRetries; i++) {
+      const kv = await this.store.get(keys.pool(name));
+      if (!kv) throw new IpamError('NOT_FOUND', `pool ${name} does not exist`);
+      const blocks = (await this.ds.blocks()).filter((b) => b.value.pool === name);
+      const used = blocks.reduce((n, b) => n + blockCounts(b.value).allocated, 0);
+      if (used > 0) throw new IpamError('IN_USE', `pool ${name} still has ${used} allocated addresses; release them first (or disable the pool)`);
+      const affs = (await this.ds.affinities()).filter((a) => blocks.some((b) => b.value.cidr === a.value.cidr));
+      const setRev = await this.ds.poolSetRevision();
+      const r = await this.store.txn(
+        [
+          { key: kv.key, modRevision: kv.modRevision },
+          { key: keys.poolSet, modRevision: setRev },
+          ...blocks.map((b) => ({ key: keys.block(b.value.cidr), modRevision: b.rev })),
+          ...affs.map((a) => ({ key: keys.affinity(a.value.host, a.value.cidr), modRevision: a.rev })),
+        ],
+        [
+          { type: 'delete', key: kv.key },
+          { type: 'put', key: keys.poolSet, value: `-${name}` },
+          ...blocks.map((b) => ({ type: 'delete' as const, key: keys.block(b.value.cidr) })),
+          ...affs.map((a) => ({ type: 'delete' as const, key: keys.affinity(a.value.host, a.value.cidr) })),
+        ],
+      );
+      if (r.succeeded) return;
+    }
+    throw new IpamError('CONTENTION', `pool ${name} changed concurrently too many times; try again`);
+  }
+
+  async setHost(host: Host): Promise<Host> {
+    const h = validateHost(host);
+    await this.store.put(keys.host(h.name), JSON.stringify(h));
+    return h;
+  }
+
+  async getHost(name: string): Promise<Host | undefined> {
+    return this.ds.host(name);
+  }
+
+  private async requireHost(name: string): Promise<Host> {
+    const h = await this.ds.host(name);
+    if (!h) throw new IpamError('UNKNOWN_HOST', `host "${name}" is not known: register it first (ipam host set --name ${name} --os linux|windows)`);
+    return h;
+  }
+
+  private async context(hostName: string): Promise<Ctx> {
+    const [config, pools, host] = await Promise.all([this.ds.config(), this.ds.pools(), this.requireHost(hostName)]);
+    return { config: config.value, pools, host, now: this.now(), cooldownMs: config.value.ipCooldownSeconds * 1000 };
+  }
+
+  // ---- automatic assignment -----------------------------------------------------------------------------------
+
+  /** Assign `num4` IPv4 and `num6` IPv6 addresses to a host (see the file comment for the order). */
+  autoAssign(args: AutoAssignArgs): Promise<AssignResult> {
+    for (const [f, n] of [['num4', args.num4], ['num6', args.num6], ['maxBlocks', args.maxBlocks]] as const) {
+      if (n !== undefined && (!Number.isInteger(n) || n < 0)) {
+        return Promise.reject(new IpamError('INVALID', `${f} must be a whole number >= 0, got ${n}`));
+      }
+    }
+    if (args.use !== undefined && args.use !== 'Workload' && args.use !== 'Tunnel') {
+      return Promise.reject(new IpamError('INVALID', `use must be Workload or Tunnel, got ${JSON.stringify(args.use)}`));
+    }
+    return this.assignBatcher.submit(args.host, args);
+  }
+
+  private async assignBatch(hostName: string, items: AutoAssignArgs[]): Promise<(AssignResult | Error)[]> {
+    for (let attempt = 0; attempt < this.maxRetries; attempt++) {
+      const ctx = await this.context(hostName).catch((e) => e as Error);
+      if (ctx instanceof Error) return items.map(() => ctx);
+      const pass = new Pass(this.ds);
+      const results: (AssignResult | Error)[] = [];
+      for (const item of items) {
+        try {
+          results.push(await this.assignOne(pass, ctx, item));
+        } catch (e) {
+          if (!(e instanceof IpamError)) throw e;
+          results.push(e);
+        }
+      }
+      if (await pass.commit()) return results;
+    }
+    const err = new IpamError('CONTENTION', `host ${hostName}: blocks kept changing underneath ${this.maxRetries} attempts; try again`);
+    return items.map(() => err);
+  }
+
+  /** Candidate pools for a request, in name order; errors say why there are none. */
+  private candidatePools(ctx: Ctx, family: Family, item: AutoAssignArgs): Pool[] {
+    const use = item.use ?? 'Workload';
+    const ofFamily = ctx.pools.filter((p) => parsePrefix(p.cidr).family === family);
+    if (item.pools && item.pools.length) {
+      const chosen: Pool[] = [];
+      for (const want of item.pools) {
+        const p = ctx.pools.find((x) => x.name === want || x.cidr === want);
+        if (!p) throw new IpamError('NO_POOL', `pool ${want} does not exist`);
+        if (p.disabled) throw new IpamError('POOL_DISABLED', `pool ${p.name} (${p.cidr}) is disabled`);
+        if (parsePrefix(p.cidr).family !== family) continue;
+        if (!p.allowedUses.includes(use)) throw new IpamError('NO_POOL_FOR_USE', `pool ${p.name} does not allow use ${use}`);
+        chosen.push(p);
+      }
+      if (chosen.length === 0) throw new IpamError('NO_POOL', `none of the requested pools (${item.pools.join(', ')}) is IPv${family}`);
+      return chosen.sort((a, b) => (a.name < b.name ? -1 : 1));
+    }
+    if (ofFamily.length === 0) throw new IpamError('NO_POOL', `no IPv${family} pool is configured`);
+    const enabled = ofFamily.filter((p) => !p.disabled);
+    if (enabled.length === 0) throw new IpamError('POOL_DISABLED', `every IPv${family} pool is disabled`);
+    const selected = enabled.filter((p) => parseSelector(p.nodeSelector)(ctx.host.labels));
+    if (selected.length === 0) throw new IpamError('NO_POOL', `no IPv${family} pool's node selector matches host ${ctx.host.name}`);
+    const usable = selected.filter((p) => p.allowedUses.includes(use));
+    if (usable.length === 0) throw new IpamError('NO_POOL_FOR_USE', `no IPv${family} pool for host ${ctx.host.name} allows use ${use}`);
+    return usable;
+  }
+
+  private async assignOne(pass: Pass, ctx: Ctx, item: AutoAssignArgs): Promise<AssignResult> {
+    const result: AssignResult = { ipv4: [], ipv6: [], messages: [] };
+    const families: [Family, number][] = [[4, item.num4 ?? 0], [6, item.num6 ?? 0]];
+    // Validate both families before allocating anything, so a bad request changes nothing.
+    const poolsByFamily = new Map<Family, Pool[]>();
+    for (const [family, n] of families) if (n > 0) poolsByFamily.set(family, this.candidatePools(ctx, family, item));
+    for (const [family, n] of families) {
+      if (n <= 0) continue;
+      const out = family === 4 ? result.ipv4 : result.ipv6;
+      await this.assignFamily(pass, ctx, item, family, n, poolsByFamily.get(family)!, out, result.messages);
+    }
+    return result;
+  }
+
+  private attrFor(ctx: Ctx, item: AutoAssignArgs, pool: Pool): AllocationAttr {
+    const a: AllocationAttr = { handle: item.handle ?? null, host: ctx.host.name, natOutgoing: pool.natOutgoing };
+    if (item.attrs && Object.keys(item.attrs).length) a.attrs = item.attrs;
+    return a;
+  }
+
+  private async takeFrom(pass: Pass, ctx: Ctx, item: AutoAssignArgs, pool: Pool, block: BlockRecord, n: number, out: AssignedIP[]): Promise<number> {
+    const ords = allocate(block, n, this.attrFor(ctx, item, pool), ctx.now, ctx.cooldownMs);
+    if (ords.length === 0) return 0;
+    pass.markBlock(block);
+    const prefix = parsePrefix(block.cidr);
+    for (const o of ords) {
+      out.push({ ip: formatIP(ipAt(prefix, o)), family: prefix.family, prefixLen: prefix.len, pool: pool.name, block: block.cidr });
+    }
+    if (item.handle) await pass.adjustHandle(item.handle, block.cidr, ords.length);
+    return ords.length;
+  }
+
+  private async assignFamily(
+    pass: Pass,
+    ctx: Ctx,
+    item: AutoAssignArgs,
+    family: Family,
+    want: number,
+    pools: Pool[],
+    out: AssignedIP[],
+    messages: string[],
+  ): Promise<void> {
+    const host = ctx.host;
+    const poolOf = (b: BlockRecord): Pool | undefined => pools.find((p) => p.name === b.pool);
+    let left = want;
+    const reasons: string[] = [];
+
+    // (1) The host's own blocks, pool order then address order.
+    const affine = await this.affineBlocks(pass, ctx);
+    const own = affine.filter((b) => poolOf(b)).sort((a, b) => pools.indexOf(poolOf(a)!) - pools.indexOf(poolOf(b)!));
+    for (const b of own) {
+      if (left === 0) break;
+      left -= await this.takeFrom(pass, ctx, item, poolOf(b)!, b, left, out);
+    }
+
+    // (2) Claim new blocks.
+    let blockLimitHit = false;
+    if (left > 0) {
+      const limit = item.maxBlocks ?? ctx.config.maxBlocksPerHost;
+      if (!ctx.config.autoAllocateBlocks) reasons.push('automatic block allocation is off');
+      else {
+        while (left > 0) {
+          if (limit > 0 && affine.length >= limit) {
+            blockLimitHit = true;
+            reasons.push(`host ${host.name} has reached its limit of ${limit} blocks`);
+            break;
+          }
+          const claimed = await this.claimNewBlock(pass, ctx, pools, affine, reasons);
+          if (!claimed) break;
+          affine.push(claimed);
+          left -= await this.takeFrom(pass, ctx, item, poolOf(claimed)!, claimed, left, out);
+        }
+      }
+    }
+
+    // (3) Borrow single addresses from other hosts' blocks, where allowed. The block limit does not fall back here.
+    if (left > 0 && !blockLimitHit) {
+      if (host.os === 'windows') reasons.push('Windows hosts never borrow addresses from other hosts\' blocks');
+      else if (ctx.config.strictAffinity) reasons.push('strict affinity is on, so no addresses are borrowed');
+      else {
+        const all = await pass.allBlocks();
+        const candidates = all
+          .filter((b) => poolOf(b) && b.borrowable && affineHost(b) !== host.name)
+          .sort((a, b) => pools.indexOf(poolOf(a)!) - pools.indexOf(poolOf(b)!) || (a.cidr < b.cidr ? -1 : 1));
+        for (const b of candidates) {
+          if (left === 0) break;
+          left -= await this.takeFrom(pass, ctx, item, poolOf(b)!, b, left, out);
+        }
+        if (left > 0) reasons.push(`the IPv${family} pools are exhausted (${pools.map((p) => p.cidr).join(', ')})`);
+      }
+    }
+
+    if (left > 0) {
+      messages.push(`assigned ${want - left} of ${want} requested IPv${family} addresses: ${reasons.join('; ') || 'no free addresses'}`);
+    }
+  }
+
+  /** The host's usable affine blocks; finishes claims left pending by a crash and drops dangling affinities. */
+  private async affineBlocks(pass: Pass, ctx: Ctx): Promise<BlockRecord[]> {
+    const cached = this.affineCache.get(pass);
+    if (cached) return cached;
+    const out: BlockRecord[] = [];
+    this.affineCache.set(pass, out);
+    for (const aff of await this.ds.affinities(ctx.host.name)) {
+      const { cidr, state } = aff.value;
+      if (state === 'pendingDeletion') continue;
+      const block = await pass.block(cidr);
+      if (block && affineHost(block) === ctx.host.name) {
+        if (state === 'pending') await this.confirmAffinity(ctx.host.name, cidr, aff.rev);
+        out.push(block);
+      } else if (!block && state === 'pending') {
+        // Phase 1 happened but not phase 2 (a crash, or another process of this host is mid-claim): finish it.
+        const pool = ctx.pools.find((p) => prefixContainsPrefix(parsePrefix(p.cidr), parsePrefix(cidr)));
+        const done = pool && (await this.createAndConfirm(pass, ctx, pool, parsePrefix(cidr), aff.rev, false));
+        if (done) out.push(done);
+      } else if (state === 'confirmed') {
+        // The block is gone or belongs to someone else (an interrupted release): this affinity is stale.
+        await this.store.txn([{ key: keys.affinity(ctx.host.name, cidr), modRevision: aff.rev }], [{ type: 'delete', key: keys.affinity(ctx.host.name, cidr) }]);
+      }
+    }
+    return out.sort((a, b) => comparePrefix(parsePrefix(a.cidr), parsePrefix(b.cidr)));
+  }
+
+  private async confirmAffinity(host: string, cidr: string, rev: number): Promise<void> {
+    const key = keys.affinity(host, cidr);
+    const value = JSON.stringify({ host, cidr, state: 'confirmed' });
+    const r = await this.store.txn([{ key, modRevision: rev }], [{ type: 'put', key, value }]);
+    if (!r.succeeded) {
+      // Someone else confirmed it, or removed the pending record while we owned the block: make sure it exists.
+      const cur = await this.ds.affinity(host, cidr);
+      if (!cur) await this.store.txn([{ key, modRevision: 0 }], [{ type: 'put', key, value }]);
+    }
+  }
+
+  /** Whether the pool's reservation leaves room in a block for this host. */
+  private usableBlock(pool: Pool, host: Host, hostReservation: boolean): boolean {
+    const prefix = parsePrefix(pool.cidr);
+    const probe = subnetAt(prefix, pool.blockSize, 0);
+    const reserved = reservedOrdinals({ cidr: probe, pool, poolPrefix: prefix, host: host.name, os: host.os, hostReservation });
+    return reserved.length < 2 ** (maxLen(prefix.family) - pool.blockSize);
+  }
+
+  /** Claim one free block for the host from the first pool that has one (two-phase). */
+  private async claimNewBlock(pass: Pass, ctx: Ctx, pools: Pool[], affine: BlockRecord[], reasons: string[]): Promise<BlockRecord | undefined> {
+    const existing = new Set((await pass.allBlocks()).map((b) => b.cidr));
+    for (const pool of pools) {
+      const prefix = parsePrefix(pool.cidr);
+      const needsHostReservation = pool.reservation.kind === 'perHost' && !affine.some((b) => b.pool === pool.name && b.hostReservation);
+      if (pool.reservation.kind === 'auto' && ctx.host.os === 'windows' && !this.usableBlock(pool, ctx.host, false)) {
+        reasons.push(`pool ${pool.name}: /${pool.blockSize} blocks are too small for the Windows 4-address reservation (use a micropool reservation policy)`);
+        continue;
+      }
+      const total = Math.min(subnetCount(prefix, pool.blockSize), 2 ** 52);
+      const seed = fnv1(ctx.host.name);
+      const start = total > 0xffffffff ? seed : seed % total;
+      // Walk from the host's seed. Every step either skips a known block or tries a claim, and a failed claim adds
+      // a known block, so a pool that is not full yields a block within (known blocks + 1) tries.
+      for (let k = 0; k < total; k++) {
+        const cidr = subnetAt(prefix, pool.blockSize, (start + k) % total);
+        const text = cidr.toString();
+        if (existing.has(text)) continue;
+        const block = await this.twoPhaseClaim(pass, ctx, pool, cidr, needsHostReservation);
+        if (block) return block;
+        existing.add(text);
+      }
+      reasons.push(`pool ${pool.name} (${pool.cidr}) has no free blocks`);
+    }
+    return undefined;
+  }
+
+  /** Phase 1: pending affinity. Phase 2: create the block (compare-and-swap on absence). Phase 3: confirm. */
+  private async twoPhaseClaim(pass: Pass, ctx: Ctx, pool: Pool, cidr: Prefix, hostReservation: boolean): Promise<BlockRecord | undefined> {
+    const host = ctx.host.name;
+    const text = cidr.toString();
+    const affKey = keys.affinity(host, text);
+    const pending = JSON.stringify({ host, cidr: text, state: 'pending' });
+    let r = await this.store.txn([{ key: affKey, modRevision: 0 }], [{ type: 'put', key: affKey, value: pending }]);
+    let affRev = r.revision;
+    if (!r.succeeded) {
+      const cur = await this.ds.affinity(host, text);
+      if (!cur || cur.value.state !== 'pending') return undefined;
+      affRev = cur.rev;
+    }
+    return this.createAndConfirm(pass, ctx, pool, cidr, affRev, hostReservation);
+  }
+
+  private async createAndConfirm(pass: Pass, ctx: Ctx, pool: Pool, cidr: Prefix, affRev: number, hostReservation: boolean): Promise<BlockRecord | undefined> {
+    const host = ctx.host.name;
+    const text = cidr.toString();
+    const block = newBlock({ cidr, pool, poolPrefix: parsePrefix(pool.cidr), host, os: ctx.host.os, hostReservation });
+    const r = await this.store.txn([{ key: keys.block(text), modRevision: 0 }], [{ type: 'put', key: keys.block(text), value: JSON.stringify(block) }]);
+    if (r.succeeded) {
+      pass.adoptBlock(block, r.revision);
+      await this.confirmAffinity(host, text, affRev);
+      return block;
+    }
+    // Someone created it first. If it is ours (another process of this host), use it; else let go of the claim.
+    const cur = await this.ds.block(text);
+    if (cur && affineHost(cur.value) === host) {
+      pass.adoptBlock(cur.value, cur.rev);
+      await this.confirmAffinity(host, text, affRev);
+      return cur.value;
+    }
+    await this.store.txn([{ key: keys.affinity(host, text), modRevision: affRev }], [{ type: 'delete', key: keys.affinity(host, text) }]);
+    if (cur) pass.adoptBlock(cur.value, cur.rev);
+    return undefined;
+  }
+
+  // ---- specific addresses -----------------------------------------------------------------------------------
+
+  /** Assign one given address to a host. Claims its block if nobody has; borrows only where allowed. */
+  async assignIP(args: { host: string; ip: string; handle?: string; attrs?: Record<string, string> }): Promise<AssignedIP> {
+    const ip = parseIP(args.ip);
+    for (let attempt = 0; attempt < this.maxRetries; attempt++) {
+      const ctx = await this.context(args.host);
+      const pool = ctx.pools.find((p) => prefixContainsIP(parsePrefix(p.cidr), ip));
+      if (!pool) throw new IpamError('NO_POOL', `${args.ip} is not in any pool`);
+      const cidr = prefixOf(ip, pool.blockSize);
+      const pass = new Pass(this.ds);
+      let block = await pass.block(cidr.toString());
+      if (!block) {
+        const affine = await this.affineBlocks(pass, ctx);
+        const limit = ctx.config.maxBlocksPerHost;
+        if (limit > 0 && affine.length >= limit) throw new IpamError('IN_USE', `host ${ctx.host.name} has reached its limit of ${limit} blocks`);
+        const needsHostReservation = pool.reservation.kind === 'perHost' && !affine.some((b) => b.pool === pool.name && b.hostReservation);
+        block = await this.twoPhaseClaim(pass, ctx, pool, cidr, needsHostReservation);
+        if (!block) continue; // lost a race for the block; look again
+      }
+      const owner = affineHost(block);
+      if (owner !== ctx.host.name) {
+        if (!block.borrowable) throw new IpamError('NOT_BORROWABLE', `${args.ip} is in block ${block.cidr} of Windows host ${owner ?? '(none)'}, which is never borrowed from`);
+        if (ctx.host.os === 'windows') throw new IpamError('NOT_BORROWABLE', `Windows host ${ctx.host.name} cannot borrow ${args.ip} from block ${block.cidr}`);
+        if (ctx.config.strictAffinity) throw new IpamError('NOT_BORROWABLE', `strict affinity is on and block ${block.cidr} belongs to ${owner ?? 'no host'}`);
+      }
+      const ordinal = ordinalOf(block, ip);
+      if (block.reserved.includes(ordinal)) throw new IpamError('IN_USE', `${args.ip} is reserved in block ${block.cidr}`);
+      const attr: AllocationAttr = { handle: args.handle ?? null, host: ctx.host.name, natOutgoing: pool.natOutgoing };
+      if (args.attrs && Object.keys(args.attrs).length) attr.attrs = args.attrs;
+      if (!allocateOrdinal(block, ordinal, attr)) {
+        const idx = block.allocations[ordinal];
+        const holder = idx === null ? 'cooling down' : `held by handle ${block.attributes[idx].handle ?? '(none)'}`;
+        throw new IpamError('IN_USE', `${args.ip} is already allocated (${holder})`);
+      }
+      pass.markBlock(block);
+      if (args.handle) await pass.adjustHandle(args.handle, block.cidr, 1);
+      if (await pass.commit()) return { ip: formatIP(ip), family: ip.family, prefixLen: pool.blockSize, pool: pool.name, block: block.cidr };
+    }
+    throw new IpamError('CONTENTION', `block of ${args.ip} kept changing underneath ${this.maxRetries} attempts; try again`);
+  }
+
+  // ---- release ------------------------------------------------------------------------------------------------
+
+  /** Release addresses. Addresses that were not allocated are returned as such (not an error). */
+  async releaseIPs(ips: string[]): Promise<ReleaseResult> {
+    for (const t of ips) parseIP(t); // bad text fails the whole call before anything changes
+    return this.releaseBatcher.submit('release', { ips });
+  }
+
+  /** Release every address held by a handle; returns them (empty when the handle holds none). Idempotent. */
+  async releaseByHandle(handle: string): Promise<string[]> {
+    return (await this.releaseBatcher.submit('release', { handle })).released;
+  }
+
+  private async releaseBatch(items: ReleaseReq[]): Promise<(ReleaseOut | Error)[]> {
+    for (let attempt = 0; attempt < this.maxRetries; attempt++) {
+      const [config, pools] = await Promise.all([this.ds.config(), this.ds.pools()]);
+      const now = this.now();
+      const cooldownMs = config.value.ipCooldownSeconds * 1000;
+      const pass = new Pass(this.ds);
+      const touched = new Map<string, BlockRecord>();
+      const results: ReleaseOut[] = [];
+      const releaseIn = async (block: BlockRecord, ordinal: number, out: ReleaseOut, text: string): Promise<void> => {
+        const attr = release(block, ordinal, now, cooldownMs);
+        if (!attr) {
+          out.notAllocated.push(text);
+          return;
+        }
+        out.released.push(text);
+        touched.set(block.cidr, block);
+        pass.markBlock(block);
+        if (attr.handle) await pass.adjustHandle(attr.handle, block.cidr, -1);
+      };
+      for (const item of items) {
+        const out: ReleaseOut = { released: [], notAllocated: [] };
+        results.push(out);
+        if ('handle' in item) {
+          const rec = await pass.handle(item.handle);
+          for (const cidr of Object.keys(rec?.blocks ?? {})) {
+            const block = await pass.block(cidr);
+            if (!block) continue;
+            const prefix = parsePrefix(cidr);
+            for (const o of ordinalsOfHandle(block, item.handle)) await releaseIn(block, o, out, formatIP(ipAt(prefix, o)));
+          }
+          continue;
+        }
+        for (const text of item.ips) {
+          const ip = parseIP(text);
+          const block = await this.blockOf(pass, pools, ip);
+          if (!block) out.notAllocated.push(formatIP(ip));
+          else await releaseIn(block, ordinalOf(block, ip), out, formatIP(ip));
+        }
+      }
+      for (const block of touched.values()) {
+        collectAttributes(block);
+        if (cooldownMs > 0) expireCooldowns(block, now, cooldownMs);
+        // An empty block nobody is affine to is deleted; an empty affine block stays with its host.
+        if (block.affinity === null && isEmpty(block)) pass.dropBlock(block.cidr);
+      }
+      if (await pass.commit()) return results;
+    }
+    const err = new IpamError('CONTENTION', `release: blocks kept changing underneath ${this.maxRetries} attempts; try again`);
+    return items.map(() => err);
+  }
+
+  private async blockOf(pass: Pass, pools: Pool[], ip: IP): Promise<BlockRecord | undefined> {
+    const pool = pools.find((p) => prefixContainsIP(parsePrefix(p.cidr), ip));
+    if (pool) {
+      const b = await pass.block(prefixOf(ip, pool.blockSize).toString());
+      if (b) return b;
+    }
+    // The pool may be gone or resized: fall back to a scan.
+    return (await pass.allBlocks()).find((b) => prefixContainsIP(parsePrefix(b.cidr), ip));
+  }
+
+  // ---- affinities ---------------------------------------------------------------------------------------------
+
+  /** Claim every block of `cidr` for a host. Blocks that exist already (someone else's) are listed as failed. */
+  async claimAffinity(cidrText: string, hostName: string): Promise<{ claimed: string[]; failed: string[] }> {
+    const cidr = parsePrefix(cidrText);
+    const ctx = await this.context(hostName);
+    const pool = ctx.pools.find((p) => prefixContainsPrefix(parsePrefix(p.cidr), cidr));
+    if (!pool) throw new IpamError('NO_POOL', `${cidrText} is not inside any pool`);
+    if (cidr.len > pool.blockSize) throw new IpamError('INVALID', `${cidrText} is smaller than pool ${pool.name}'s /${pool.blockSize} blocks`);
+    const out = { claimed: [] as string[], failed: [] as string[] };
+    const pass = new Pass(this.ds);
+    const affine = await this.affineBlocks(pass, ctx);
+    for (let i = 0; i < subnetCount(cidr, pool.blockSize); i++) {
+      const b = subnetAt(cidr, pool.blockSize, i);
+      const existing = await pass.block(b.toString());
+      if (existing) {
+        (affineHost(existing) === hostName ? out.claimed : out.failed).push(b.toString());
+        continue;
+      }
+      const limit = ctx.config.maxBlocksPerHost;
+      if (limit > 0 && affine.length >= limit) {
+        out.failed.push(b.toString());
+        continue;
+      }
+      const needsHostReservation = pool.reservation.kind === 'perHost' && !affine.some((x) => x.pool === pool.name && x.hostReservation);
+      const got = await this.twoPhaseClaim(pass, ctx, pool, b, needsHostReservation);
+      if (got) affine.push(got);
+      (got ? out.claimed : out.failed).push(b.toString());
+    }
+    return out;
+  }
+
+  /**
+   * Give up a host's affinity to every block of `cidr`. An empty block is deleted; a block still holding addresses
+   * stays (non-affine, deleted when it empties) unless `requireEmpty`, which refuses instead.
+   */
+  async releaseAffinity(cidrText: string, hostName: string, opts: { requireEmpty?: boolean } = {}): Promise<{ released: string[] }> {
+    const cidr = parsePrefix(cidrText);
+    const affs = (await this.ds.affinities(hostName)).filter((a) => prefixContainsPrefix(cidr, parsePrefix(a.value.cidr)));
+    if (affs.length === 0) throw new IpamError('NOT_FOUND', `host ${hostName} has no affinity inside ${cidrText}`);
+    const released: string[] = [];
+    for (const first of affs) {
+      const blockCidr = first.value.cidr;
+      const affKey = keys.affinity(hostName, blockCidr);
+      let done = false;
+      for (let attempt = 0; attempt < this.maxRetries && !done; attempt++) {
+        const aff = await this.ds.affinity(hostName, blockCidr);
+        if (!aff) {
+          done = true;
+          break;
+        }
+        const b = await this.ds.block(blockCidr);
+        const affCmp = { key: affKey, modRevision: aff.rev };
+        if (!b || affineHost(b.value) !== hostName) {
+          done = (await this.store.txn([affCmp], [{ type: 'delete', key: affKey }])).succeeded;
+          continue;
+        }
+        const blockCmp = { key: keys.block(blockCidr), modRevision: b.rev };
+        if (isEmpty(b.value)) {
+          done = (await this.store.txn([affCmp, blockCmp], [{ type: 'delete', key: affKey }, { type: 'delete', key: keys.block(blockCidr) }])).succeeded;
+        } else if (opts.requireEmpty) {
+          throw new IpamError('IN_USE', `block ${blockCidr} still has ${blockCounts(b.value).allocated} allocated addresses`);
+        } else {
+          const next: BlockRecord = { ...b.value, affinity: null };
+          done = (await this.store.txn([affCmp, blockCmp], [{ type: 'delete', key: affKey }, { type: 'put', key: keys.block(blockCidr), value: JSON.stringify(next) }])).succeeded;
+        }
+      }
+      if (!done) throw new IpamError('CONTENTION', `block ${blockCidr} kept changing; try again`);
+      released.push(blockCidr);
+    }
+    return { released };
+  }
+
+  // ---- views ----------------------------------------------------------------------------------------------------
+
+  async blocks(host?: string): Promise<BlockInfo[]> {
+    const all = await this.ds.blocks();
+    return all
+      .map((v) => v.value)
+      .filter((b) => host === undefined || affineHost(b) === host)
+      .map((b) => {
+        const c = blockCounts(b);
+        return { cidr: b.cidr, pool: b.pool, affinity: affineHost(b), os: b.os, borrowable: b.borrowable, ...c };
+      });
+  }
+
+  /** What the host announces: its confirmed affine blocks, plus host routes for addresses it holds elsewhere. */
+  async routes(host: string): Promise<RouteView> {
+    const pools = await this.ds.pools();
+    const exported = (cidr: Prefix): boolean => {
+      const p = pools.find((x) => prefixContainsPrefix(parsePrefix(x.cidr), cidr));
+      return !p || !p.disableBGPExport;
+    };
+    const aggregates = (await this.ds.affinities(host))
+      .filter((a) => a.value.state === 'confirmed' && exported(parsePrefix(a.value.cidr)))
+      .map((a) => parsePrefix(a.value.cidr));
+    const hosts: Prefix[] = [];
+    for (const { value: b } of await this.ds.blocks()) {
+      if (affineHost(b) === host) continue;
+      const prefix = parsePrefix(b.cidr);
+      if (!exported(prefix)) continue;
+      b.allocations.forEach((idx, o) => {
+        if (idx !== null && b.attributes[idx].host === host) hosts.push(hostPrefix(ipAt(prefix, o)));
+      });
+    }
+    const sortText = (ps: Prefix[]) => ps.sort(comparePrefix).map(String);
+    return { aggregates: sortText(aggregates), hosts: sortText(hosts) };
+  }
+}
+
