@@ -1,0 +1,937 @@
+// Radix trie for one address family, laid out for V8: every node lives in typed-array pools, keys are uint32 words.
+//
+// Layout (a multibit trie with leaf pushing, plus an exact record of the stored prefixes):
+//  - The trie is made of 16-slot "chunks" of stride 4: a chunk at depth d looks at address bits d..d+3.
+//  - `tbl` (Int32Array, 16 entries per chunk) holds, per slot, either a child chunk (encoded -(base + 2)) or the
+//    final answer for that slot: the value of the longest stored prefix covering it, or -1. Values are pushed down
+//    into children, so a lookup is a plain descent that stops at the first non-pointer: no backtracking.
+//  - The top levels (depths 0 .. rootBits-4) are fixed and always present; the chunks at depth rootBits-4 are laid
+//    out so that their slots are tbl[0 .. 2^rootBits), so a lookup starts with tbl[addr >>> (32 - rootBits)].
+//  - A chunk at depth d owns the stored prefixes of lengths d+1..d+4 (30 possible positions, heap-numbered).
+//    `ownBits` marks which are present and `ownBlk` points at a block of their values in the `vals` pool (one word
+//    per present position, in position order; found with a popcount). The /0 prefix is held in `defVal`.
+//  - Free lists: freed chunks are chained through their slot 0; freed value blocks are chained per block size.
+//    Value blocks are compacted instead of grown when a quarter of the pool is free, so churn does not grow pools.
+//
+// Values are integers 0..2^31-1 chosen by the caller (typically an index into the caller's own route table); -1
+// means "no route". `PrefixMap<V>` wraps two tries (one per family) and stores arbitrary values.
+import { type Family, IP, Prefix, maxLen, wordMask } from '../net/ip.ts';
+
+/** A stored prefix and its value. */
+export interface TrieEntry {
+  prefix: Prefix;
+  value: number;
+}
+
+/** Typed-array pool usage, for tests and benchmarks. */
+export interface TriePoolStats {
+  /** Chunks in use (fixed top levels included). */
+  chunks: number;
+  /** Chunks the tbl array has room for. */
+  chunkCapacity: number;
+  /** Highest chunk index ever handed out + 1 (free chunks below it are reused first). */
+  chunkHighWater: number;
+  /** Value words in live blocks (including unused room in blocks kept after a delete). */
+  valueWords: number;
+  valueCapacity: number;
+  valueHighWater: number;
+  freeValueWords: number;
+}
+
+export interface TrieOptions {
+  /** Bits resolved by the first, directly indexed level: 4, 8, 12 or 16 (default 16: 256 KiB of fixed table). */
+  rootBits?: number;
+}
+
+const NONE = -1;
+const MAX_VALUE = 0x7fffffff;
+// ORDER lists the 30 positions and 16 child slots of a chunk in comparePrefix order (a pre-order walk of the
+// 4-level binary tree inside the chunk, each full-depth position followed by its child chunk).
+const ORDER = new Int8Array(46);
+const SUB_START = new Int8Array(30); // ORDER index range of the subtree under each position
+const SUB_END = new Int8Array(30);
+const POS_K = new Int8Array(30); // relative length 1..4 of a position
+const POS_B = new Int8Array(30); // its k bits
+// COVER_GT[k * 16 + s]: bitmask of positions longer than k that cover slot s.
+const COVER_GT = new Int32Array(5 * 16);
+{
+  let at = 0;
+  const visit = (k: number, b: number): void => {
+    const pos = k > 0 ? (1 << k) - 2 + b : -1;
+    if (pos >= 0) {
+      POS_K[pos] = k;
+      POS_B[pos] = b;
+      SUB_START[pos] = at;
+      ORDER[at++] = pos;
+    }
+    if (k === 4) ORDER[at++] = 30 + b;
+    else {
+      visit(k + 1, b * 2);
+      visit(k + 1, b * 2 + 1);
+    }
+    if (pos >= 0) SUB_END[pos] = at;
+  };
+  visit(0, 0);
+  for (let k = 0; k <= 4; k++) {
+    for (let s = 0; s < 16; s++) {
+      let m = 0;
+      for (let kk = k + 1; kk <= 4; kk++) m |= 1 << ((1 << kk) - 2 + (s >> (4 - kk)));
+      COVER_GT[k * 16 + s] = m;
+    }
+  }
+}
+
+function popcnt(x: number): number {
+  x = x - ((x >>> 1) & 0x55555555);
+  x = (x & 0x33333333) + ((x >>> 2) & 0x33333333);
+  x = (x + (x >>> 4)) & 0x0f0f0f0f;
+  return Math.imul(x, 0x01010101) >>> 24;
+}
+
+/** The 4-bit group of the key starting at bit `d` (d a multiple of 4). */
+function nibAt(kw: Uint32Array, d: number): number {
+  return (kw[d >>> 5] >>> (28 - (d & 31))) & 15;
+}
+
+export class Trie {
+  readonly family: Family;
+  private readonly bits: number;
+  private readonly rootBits: number;
+  private readonly rootShift: number;
+  private readonly fixedChunks: number;
+  private readonly topBase: number; // tbl base of the depth-0 chunk
+  private readonly levelOffset: number[]; // first chunk index of each fixed level, by depth/4
+
+  private tbl: Int32Array;
+  private ownBits: Int32Array;
+  private ownBlk: Int32Array;
+  private ownCap: Uint8Array;
+  private chunkCap: number;
+  private chunkTop: number;
+  private chunkFree = NONE;
+  private liveChunks: number;
+
+  private vals: Int32Array;
+  private valTop = 0;
+  private valFree = new Int32Array(31).fill(NONE); // free block chains by size 1..30
+  private valFreeWords = 0;
+
+  private defVal = NONE;
+  private count = 0;
+  private readonly kw = new Uint32Array(4); // scratch key for the generic (non-hot) paths
+  // Path of the last walk (chunk bases, nibbles, inherited values), for collapsing after a delete.
+  private readonly pathC = new Int32Array(33);
+  private readonly pathN = new Int32Array(33);
+
+  constructor(family: Family, options: TrieOptions = {}) {
+    if (family !== 4 && family !== 6) throw new RangeError(`family must be 4 or 6, got ${String(family)}`);
+    const rootBits = options.rootBits ?? 16;
+    if (![4, 8, 12, 16].includes(rootBits)) throw new RangeError(`rootBits must be 4, 8, 12 or 16, got ${rootBits}`);
+    this.family = family;
+    this.bits = maxLen(family);
+    this.rootBits = rootBits;
+    this.rootShift = 32 - rootBits;
+    // Fixed levels: the deepest one (depth rootBits-4) at chunk indexes 0.., the ones above it after.
+    this.levelOffset = [];
+    let idx = 1 << (rootBits - 4);
+    this.levelOffset[(rootBits - 4) / 4] = 0;
+    for (let d = rootBits - 8; d >= 0; d -= 4) {
+      this.levelOffset[d / 4] = idx;
+      idx += 1 << d;
+    }
+    this.fixedChunks = idx;
+    this.topBase = this.levelOffset[0] * 16;
+    this.chunkCap = idx + 64;
+    this.tbl = new Int32Array(this.chunkCap * 16);
+    this.ownBits = new Int32Array(this.chunkCap);
+    this.ownBlk = new Int32Array(this.chunkCap);
+    this.ownCap = new Uint8Array(this.chunkCap);
+    this.vals = new Int32Array(256);
+    this.chunkTop = idx;
+    this.liveChunks = idx;
+    this.initFixed();
+  }
+
+  private initFixed(): void {
+    this.tbl.fill(NONE, 0, this.fixedChunks * 16);
+    this.ownBits.fill(0, 0, this.fixedChunks);
+    this.ownBlk.fill(NONE, 0, this.fixedChunks);
+    this.ownCap.fill(0, 0, this.fixedChunks);
+    // Link each fixed chunk above the root level to its 16 fixed children.
+    for (let d = 0; d < this.rootBits - 4; d += 4) {
+      const off = this.levelOffset[d / 4];
+      const childOff = this.levelOffset[d / 4 + 1];
+      for (let key = 0; key < 1 << d; key++) {
+        for (let n = 0; n < 16; n++) this.tbl[(off + key) * 16 + n] = -2 - (childOff + key * 16 + n) * 16;
+      }
+    }
+  }
+
+  /** Number of stored prefixes. */
+  get size(): number {
+    return this.count;
+  }
+
+  // ---- hot path: longest-prefix match on raw words --------------------------------------------------------------
+
+  /** Longest-prefix match for an IPv4 address (uint32 or int32); returns the value or -1. */
+  lpm4(addr: number): number {
+    const t = this.tbl;
+    let s = this.rootShift;
+    let e = t[addr >>> s];
+    while (e <= -2) {
+      s -= 4;
+      e = t[(-2 - e) | ((addr >>> s) & 15)];
+    }
+    return e;
+  }
+
+  /** Longest-prefix match for an IPv6 address given as four words, most significant first; value or -1. */
+  lpm6(w0: number, w1: number, w2: number, w3: number): number {
+    const t = this.tbl;
+    let s = this.rootShift;
+    let e = t[w0 >>> s];
+    while (e <= -2 && s > 0) {
+      s -= 4;
+      e = t[(-2 - e) | ((w0 >>> s) & 15)];
+    }
+    if (e > -2) return e;
+    for (s = 28; s >= 0; s -= 4) {
+      e = t[(-2 - e) | ((w1 >>> s) & 15)];
+      if (e > -2) return e;
+    }
+    for (s = 28; s >= 0; s -= 4) {
+      e = t[(-2 - e) | ((w2 >>> s) & 15)];
+      if (e > -2) return e;
+    }
+    for (s = 28; s >= 0; s -= 4) {
+      e = t[(-2 - e) | ((w3 >>> s) & 15)];
+      if (e > -2) return e;
+    }
+    return e;
+  }
+
+  /** Longest-prefix match on raw words for either family (w1..w3 ignored for IPv4). */
+  lpmWords(w0: number, w1: number, w2: number, w3: number): number {
+    return this.family === 4 ? this.lpm4(w0) : this.lpm6(w0, w1, w2, w3);
+  }
+
+  // ---- updates ---------------------------------------------------------------------------------------------------
+
+  /** Store `value` (0..2^31-1) for `prefix`; returns the previous value or -1. */
+  insert(prefix: Prefix, value: number): number {
+    this.checkPrefix(prefix);
+    if (!Number.isInteger(value) || value < 0 || value > MAX_VALUE) {
+      throw new RangeError(`trie value must be an integer 0..${MAX_VALUE}, got ${value}`);
+    }
+    return this.insertWords(prefix.w0, prefix.w1, prefix.w2, prefix.w3, prefix.len, value);
+  }
+
+  /** insert() on raw words; bits past `len` are ignored. No validation: len and value must be in range. */
+  insertWords(w0: number, w1: number, w2: number, w3: number, len: number, value: number): number {
+    this.loadKey(w0, w1, w2, w3, len);
+    if (len === 0) {
+      const old = this.defVal;
+      if (old === NONE) this.count++;
+      if (old !== value) {
+        this.defVal = value;
+        this.pushInto(this.topBase, value);
+      }
+      return old;
+    }
+    const kw = this.kw;
+    const d = ((len - 1) >> 2) << 2;
+    const k = len - d;
+    let c = this.topBase;
+    for (let depth = 0; depth < d; depth += 4) {
+      const n = nibAt(kw, depth);
+      const e = this.tbl[c + n];
+      if (e <= -2) c = -2 - e;
+      else {
+        // A new chunk starts with the value that was pushed into this slot: that is what it inherits.
+        const nc = this.allocChunk(e);
+        this.tbl[c + n] = -2 - nc;
+        c = nc;
+      }
+    }
+    const ci = c >> 4;
+    const b = nibAt(kw, d) >> (4 - k);
+    const pos = (1 << k) - 2 + b;
+    const bits = this.ownBits[ci];
+    let old = NONE;
+    if (bits & (1 << pos)) {
+      const at = this.ownBlk[ci] + popcnt(bits & ((1 << pos) - 1));
+      old = this.vals[at];
+      if (old === value) return old;
+      this.vals[at] = value;
+    } else {
+      this.insertOwned(ci, pos, value);
+      this.count++;
+    }
+    // Push the new value into the slots where this prefix is now the longest owned cover.
+    const own = this.ownBits[ci];
+    const lo = b << (4 - k);
+    const hi = lo + (1 << (4 - k));
+    for (let s = lo; s < hi; s++) {
+      if (own & COVER_GT[k * 16 + s]) continue;
+      const e = this.tbl[c + s];
+      if (e <= -2) this.pushInto(-2 - e, value);
+      else this.tbl[c + s] = value;
+    }
+    return old;
+  }
+
+  /** Remove `prefix`; returns its value, or -1 when it was not stored. Unneeded chunks are freed. */
+  delete(prefix: Prefix): number {
+    this.checkPrefix(prefix);
+    return this.deleteWords(prefix.w0, prefix.w1, prefix.w2, prefix.w3, prefix.len);
+  }
+
+  /** delete() on raw words; bits past `len` are ignored. */
+  deleteWords(w0: number, w1: number, w2: number, w3: number, len: number): number {
+    this.loadKey(w0, w1, w2, w3, len);
+    if (len === 0) {
+      const old = this.defVal;
+      if (old !== NONE) {
+        this.count--;
+        this.defVal = NONE;
+        this.pushInto(this.topBase, NONE);
+      }
+      return old;
+    }
+    const kw = this.kw;
+    const d = ((len - 1) >> 2) << 2;
+    const k = len - d;
+    let c = this.topBase;
+    let inh = this.defVal;
+    let level = 0;
+    for (let depth = 0; depth < d; depth += 4) {
+      const n = nibAt(kw, depth);
+      const e = this.tbl[c + n];
+      if (e > -2) return NONE;
+      const ob = this.ownedBest(c, n);
+      if (ob !== NONE) inh = ob;
+      this.pathC[level] = c;
+      this.pathN[level] = n;
+      level++;
+      c = -2 - e;
+    }
+    const ci = c >> 4;
+    const b = nibAt(kw, d) >> (4 - k);
+    const pos = (1 << k) - 2 + b;
+    if (!(this.ownBits[ci] & (1 << pos))) return NONE;
+    const old = this.removeOwned(ci, pos);
+    this.count--;
+    // The slots this prefix was the longest cover of now take the next shorter cover (or the inherited value).
+    const own = this.ownBits[ci];
+    const lo = b << (4 - k);
+    const hi = lo + (1 << (4 - k));
+    for (let s = lo; s < hi; s++) {
+      if (own & COVER_GT[k * 16 + s]) continue;
+      let nv = this.ownedBest(c, s);
+      if (nv === NONE) nv = inh;
+      const e = this.tbl[c + s];
+      if (e <= -2) this.pushInto(-2 - e, nv);
+      else this.tbl[c + s] = nv;
+    }
+    // Collapse chunks left with no prefixes and no children: their slots all hold the inherited value.
+    while (level > 0 && c >> 4 >= this.fixedChunks && this.ownBits[c >> 4] === 0 && !this.hasChild(c)) {
+      level--;
+      const parent = this.pathC[level];
+      this.tbl[parent + this.pathN[level]] = this.tbl[c];
+      this.freeChunk(c);
+      c = parent;
+    }
+    return old;
+  }
+
+  /** Remove everything. Pools keep their capacity. */
+  clear(): void {
+    this.tbl.fill(0);
+    this.chunkTop = this.fixedChunks;
+    this.liveChunks = this.fixedChunks;
+    this.chunkFree = NONE;
+    this.initFixed();
+    this.valTop = 0;
+    this.valFree.fill(NONE);
+    this.valFreeWords = 0;
+    this.defVal = NONE;
+    this.count = 0;
+  }
+
+  // ---- queries ---------------------------------------------------------------------------------------------------
+
+  /** Exact match: the value stored for `prefix`, or -1. */
+  get(prefix: Prefix): number {
+    this.checkPrefix(prefix);
+    return this.getWords(prefix.w0, prefix.w1, prefix.w2, prefix.w3, prefix.len);
+  }
+
+  /** get() on raw words; bits past `len` are ignored. */
+  getWords(w0: number, w1: number, w2: number, w3: number, len: number): number {
+    if (len === 0) return this.defVal;
+    this.loadKey(w0, w1, w2, w3, len);
+    const kw = this.kw;
+    const d = ((len - 1) >> 2) << 2;
+    const k = len - d;
+    let c = this.topBase;
+    for (let depth = 0; depth < d; depth += 4) {
+      const e = this.tbl[c + nibAt(kw, depth)];
+      if (e > -2) return NONE;
+      c = -2 - e;
+    }
+    const pos = (1 << k) - 2 + (nibAt(kw, d) >> (4 - k));
+    const bits = this.ownBits[c >> 4];
+    if (!(bits & (1 << pos))) return NONE;
+    return this.vals[this.ownBlk[c >> 4] + popcnt(bits & ((1 << pos) - 1))];
+  }
+
+  has(prefix: Prefix): boolean {
+    return this.get(prefix) !== NONE;
+  }
+
+  /** Longest-prefix match for an address, with the matching prefix. */
+  lpm(ip: IP): TrieEntry | undefined {
+    if (ip.family !== this.family) throw new RangeError(`IPv${ip.family} address given to an IPv${this.family} trie`);
+    let found: TrieEntry | undefined;
+    this.walkCovering(ip.w0, ip.w1, ip.w2, ip.w3, this.bits, (len, value) => {
+      found = { prefix: this.makePrefix(len), value };
+    });
+    return found;
+  }
+
+  /** Every stored prefix that contains the address or prefix `x` (a prefix contains itself), shortest first. */
+  covering(x: IP | Prefix): TrieEntry[] {
+    if (x.family !== this.family) throw new RangeError(`IPv${x.family} key given to an IPv${this.family} trie`);
+    const len = x instanceof Prefix ? x.len : this.bits;
+    const out: TrieEntry[] = [];
+    this.walkCovering(x.w0, x.w1, x.w2, x.w3, len, (l, value) => out.push({ prefix: this.makePrefix(l), value }));
+    return out;
+  }
+
+  /** Every stored prefix inside `prefix` (itself included), in comparePrefix order. */
+  coveredBy(prefix: Prefix): TrieEntry[] {
+    this.checkPrefix(prefix);
+    return [...this.iterate(prefix)];
+  }
+
+  /** All entries in comparePrefix order (address, then shorter first). Do not modify the trie while iterating. */
+  entries(): IterableIterator<TrieEntry> {
+    return this.iterate(undefined);
+  }
+
+  [Symbol.iterator](): IterableIterator<TrieEntry> {
+    return this.iterate(undefined);
+  }
+
+  forEach(fn: (prefix: Prefix, value: number) => void): void {
+    for (const e of this.iterate(undefined)) fn(e.prefix, e.value);
+  }
+
+  // ---- memory ----------------------------------------------------------------------------------------------------
+
+  /** Bytes held by this trie's typed arrays (allocated capacity, not just the used part). */
+  memoryBytes(): number {
+    return (
+      this.tbl.byteLength +
+      this.ownBits.byteLength +
+      this.ownBlk.byteLength +
+      this.ownCap.byteLength +
+      this.vals.byteLength +
+      this.valFree.byteLength
+    );
+  }
+
+  /** Bytes the live chunks and value words need (what memoryBytes() would be with no spare capacity). */
+  usedBytes(): number {
+    return this.liveChunks * (16 * 4 + 4 + 4 + 1) + (this.valTop - this.valFreeWords) * 4 + this.valFree.byteLength;
+  }
+
+  poolStats(): TriePoolStats {
+    return {
+      chunks: this.liveChunks,
+      chunkCapacity: this.chunkCap,
+      chunkHighWater: this.chunkTop,
+      valueWords: this.valTop - this.valFreeWords,
+      valueCapacity: this.vals.length,
+      valueHighWater: this.valTop,
+      freeValueWords: this.valFreeWords,
+    };
+  }
+
+  /**
+   * Renumber live chunks densely in depth-first order and trim every pool to fit. Worth calling after a bulk
+   * load (it improves lookup locality and gives back the doubling slack); later inserts grow the pools again.
+   */
+  compact(): void {
+    const live = this.liveChunks;
+    const tbl = new Int32Array(live * 16);
+    const ownBits = new Int32Array(live);
+    const ownBlk = new Int32Array(live);
+    const ownCap = new Uint8Array(live);
+    let valWords = 0;
+    for (let ci = 0; ci < this.chunkTop; ci++) if (this.ownCap[ci] > 0) valWords += popcnt(this.ownBits[ci]);
+    const vals = new Int32Array(Math.max(16, valWords));
+    let vTop = 0;
+    let next = this.fixedChunks;
+    const copyOwn = (from: number, to: number): void => {
+      const bits = this.ownBits[from];
+      ownBits[to] = bits;
+      if (bits === 0) {
+        ownBlk[to] = NONE;
+        return;
+      }
+      const n = popcnt(bits);
+      vals.set(this.vals.subarray(this.ownBlk[from], this.ownBlk[from] + n), vTop);
+      ownBlk[to] = vTop;
+      ownCap[to] = n;
+      vTop += n;
+    };
+    // Copy each chunk's slots, numbering its dynamic children consecutively (siblings end up adjacent).
+    const stackFrom: number[] = [];
+    const stackTo: number[] = [];
+    for (let ci = 0; ci < this.fixedChunks; ci++) {
+      copyOwn(ci, ci);
+      stackFrom.push(ci);
+      stackTo.push(ci);
+      while (stackFrom.length > 0) {
+        const from = stackFrom.pop()!;
+        const to = stackTo.pop()!;
+        for (let n = 0; n < 16; n++) {
+          const e = this.tbl[from * 16 + n];
+          const childFrom = (-2 - e) >> 4;
+          if (e <= -2 && childFrom >= this.fixedChunks) {
+            const childTo = next++;
+            tbl[to * 16 + n] = -2 - childTo * 16;
+            copyOwn(childFrom, childTo);
+            stackFrom.push(childFrom);
+            stackTo.push(childTo);
+          } else tbl[to * 16 + n] = e;
+        }
+      }
+    }
+    this.tbl = tbl;
+    this.ownBits = ownBits;
+    this.ownBlk = ownBlk;
+    this.ownCap = ownCap;
+    this.vals = vals;
+    this.chunkCap = live;
+    this.chunkTop = next;
+    this.chunkFree = NONE;
+    this.valTop = vTop;
+    this.valFree.fill(NONE);
+    this.valFreeWords = 0;
+  }
+
+  // ---- internals -------------------------------------------------------------------------------------------------
+
+  private checkPrefix(p: Prefix): void {
+    if (p.family !== this.family) throw new RangeError(`IPv${p.family} prefix given to an IPv${this.family} trie`);
+  }
+
+  private loadKey(w0: number, w1: number, w2: number, w3: number, len: number): void {
+    const kw = this.kw;
+    kw[0] = w0 & wordMask(len, 0);
+    kw[1] = w1 & wordMask(len, 1);
+    kw[2] = w2 & wordMask(len, 2);
+    kw[3] = w3 & wordMask(len, 3);
+  }
+
+  /** A Prefix of length `len` from the scratch key. */
+  private makePrefix(len: number): Prefix {
+    const kw = this.kw;
+    return new Prefix(
+      this.family,
+      (kw[0] & wordMask(len, 0)) >>> 0,
+      (kw[1] & wordMask(len, 1)) >>> 0,
+      (kw[2] & wordMask(len, 2)) >>> 0,
+      (kw[3] & wordMask(len, 3)) >>> 0,
+      len,
+    );
+  }
+
+  /** Value of the longest prefix owned by chunk `c` that covers slot `s`, or -1. */
+  private ownedBest(c: number, s: number): number {
+    const ci = c >> 4;
+    const bits = this.ownBits[ci];
+    if (bits === 0) return NONE;
+    const m = bits & COVER_GT[s];
+    if (m === 0) return NONE;
+    const pos = 31 - Math.clz32(m); // longer positions have higher numbers
+    return this.vals[this.ownBlk[ci] + popcnt(bits & ((1 << pos) - 1))];
+  }
+
+  /** A new inherited value `v` for chunk `c`: write it to every slot not covered by c's own prefixes. */
+  private pushInto(c: number, v: number): void {
+    const bits = this.ownBits[c >> 4];
+    const t = this.tbl;
+    for (let s = 0; s < 16; s++) {
+      if (bits & COVER_GT[s]) continue;
+      const e = t[c + s];
+      if (e <= -2) this.pushInto(-2 - e, v);
+      else t[c + s] = v;
+    }
+  }
+
+  private hasChild(c: number): boolean {
+    const t = this.tbl;
+    for (let s = 0; s < 16; s++) if (t[c + s] <= -2) return true;
+    return false;
+  }
+
+  /** Calls fn(len, value) for each stored prefix covering the key, shortest first, up to length maxLen. */
+  private walkCovering(
+    w0: number, w1: number, w2: number, w3: number, limit: number,
+    fn: (len: number, value: number) => void,
+  ): void {
+    this.loadKey(w0, w1, w2, w3, limit);
+    if (this.defVal !== NONE) fn(0, this.defVal);
+    const kw = this.kw;
+    let c = this.topBase;
+    for (let d = 0; d < limit; d += 4) {
+      const n = nibAt(kw, d);
+      const ci = c >> 4;
+      const bits = this.ownBits[ci];
+      if (bits !== 0) {
+        for (let k = 1; k <= 4 && d + k <= limit; k++) {
+          const pos = (1 << k) - 2 + (n >> (4 - k));
+          if (bits & (1 << pos)) fn(d + k, this.vals[this.ownBlk[ci] + popcnt(bits & ((1 << pos) - 1))]);
+        }
+      }
+      const e = this.tbl[c + n];
+      if (e > -2) break;
+      c = -2 - e;
+    }
+  }
+
+  /** Entries inside `within` (or all), in comparePrefix order; a depth-first walk with an explicit stack. */
+  private *iterate(within: Prefix | undefined): Generator<TrieEntry, void, undefined> {
+    const fam = this.family;
+    const sc = new Int32Array(34); // chunk base
+    const sd = new Int32Array(34); // depth
+    const si = new Int32Array(34); // next ORDER index
+    const se = new Int32Array(34); // end ORDER index
+    const sk = new Uint32Array(34 * 4); // key words of the chunk (bits below its depth)
+    let sp = 0;
+    const len0 = within ? within.len : 0;
+    if (len0 === 0) {
+      if (this.defVal !== NONE) yield { prefix: new Prefix(fam, 0, 0, 0, 0, 0), value: this.defVal };
+      sc[0] = this.topBase;
+      sd[0] = 0;
+      si[0] = 0;
+      se[0] = 46;
+      sp = 1;
+    } else {
+      const p = within!;
+      this.loadKey(p.w0, p.w1, p.w2, p.w3, p.len);
+      const kw = this.kw;
+      const d = ((len0 - 1) >> 2) << 2;
+      const k = len0 - d;
+      let c = this.topBase;
+      for (let depth = 0; depth < d; depth += 4) {
+        const e = this.tbl[c + nibAt(kw, depth)];
+        if (e > -2) return;
+        c = -2 - e;
+      }
+      const pos = (1 << k) - 2 + (nibAt(kw, d) >> (4 - k));
+      sc[0] = c;
+      sd[0] = d;
+      si[0] = SUB_START[pos];
+      se[0] = SUB_END[pos];
+      for (let i = 0; i < 4; i++) sk[i] = kw[i] & wordMask(d, i);
+      sp = 1;
+    }
+    while (sp > 0) {
+      const f = sp - 1;
+      if (si[f] >= se[f]) {
+        sp--;
+        continue;
+      }
+      const o = ORDER[si[f]++];
+      const c = sc[f];
+      const d = sd[f];
+      const wi = d >>> 5;
+      const shift = 28 - (d & 31);
+      if (o < 30) {
+        const ci = c >> 4;
+        const bits = this.ownBits[ci];
+        if (bits & (1 << o)) {
+          const k = POS_K[o];
+          const w = [sk[f * 4], sk[f * 4 + 1], sk[f * 4 + 2], sk[f * 4 + 3]];
+          w[wi] = (w[wi] | ((POS_B[o] << (4 - k)) << shift)) >>> 0;
+          const value = this.vals[this.ownBlk[ci] + popcnt(bits & ((1 << o) - 1))];
+          yield { prefix: new Prefix(fam, w[0], w[1], w[2], w[3], d + k), value };
+        }
+      } else {
+        const n = o - 30;
+        const e = this.tbl[c + n];
+        if (e <= -2) {
+          const g = sp++;
+          sc[g] = -2 - e;
+          sd[g] = d + 4;
+          si[g] = 0;
+          se[g] = 46;
+          for (let i = 0; i < 4; i++) sk[g * 4 + i] = sk[f * 4 + i];
+          sk[g * 4 + wi] = (sk[g * 4 + wi] | (n << shift)) >>> 0;
+        }
+      }
+    }
+  }
+
+  // ---- pools -----------------------------------------------------------------------------------------------------
+
+  /** A chunk with all 16 slots set to `fill`; returns its tbl base. */
+  private allocChunk(fill: number): number {
+    let ci = this.chunkFree;
+    if (ci !== NONE) this.chunkFree = this.tbl[ci * 16];
+    else {
+      if (this.chunkTop === this.chunkCap) this.growChunks();
+      ci = this.chunkTop++;
+    }
+    const base = ci * 16;
+    this.tbl.fill(fill, base, base + 16);
+    this.ownBits[ci] = 0;
+    this.ownBlk[ci] = NONE;
+    this.ownCap[ci] = 0;
+    this.liveChunks++;
+    return base;
+  }
+
+  private freeChunk(base: number): void {
+    const ci = base >> 4;
+    this.tbl[base] = this.chunkFree;
+    this.chunkFree = ci;
+    this.liveChunks--;
+  }
+
+  private growChunks(): void {
+    const cap = this.chunkCap * 2;
+    const tbl = new Int32Array(cap * 16);
+    tbl.set(this.tbl);
+    this.tbl = tbl;
+    const ob = new Int32Array(cap);
+    ob.set(this.ownBits);
+    this.ownBits = ob;
+    const bl = new Int32Array(cap);
+    bl.set(this.ownBlk);
+    this.ownBlk = bl;
+    const oc = new Uint8Array(cap);
+    oc.set(this.ownCap);
+    this.ownCap = oc;
+    this.chunkCap = cap;
+  }
+
+  private insertOwned(ci: number, pos: number, value: number): void {
+    const bits = this.ownBits[ci];
+    const n = popcnt(bits);
+    const r = popcnt(bits & ((1 << pos) - 1));
+    if (n < this.ownCap[ci]) {
+      const blk = this.ownBlk[ci];
+      const v = this.vals;
+      v.copyWithin(blk + r + 1, blk + r, blk + n);
+      v[blk + r] = value;
+    } else {
+      const nb = this.allocVals(n + 1); // may compact the pool: read this owner's block afterwards
+      const blk = this.ownBlk[ci];
+      const cap = this.ownCap[ci];
+      const v = this.vals;
+      if (n > 0) {
+        v.copyWithin(nb, blk, blk + r);
+        v.copyWithin(nb + r + 1, blk + r, blk + n);
+        this.freeVals(blk, cap);
+      }
+      v[nb + r] = value;
+      this.ownBlk[ci] = nb;
+      this.ownCap[ci] = n + 1;
+    }
+    this.ownBits[ci] = bits | (1 << pos);
+  }
+
+  private removeOwned(ci: number, pos: number): number {
+    const bits = this.ownBits[ci];
+    const n = popcnt(bits);
+    const r = popcnt(bits & ((1 << pos) - 1));
+    const blk = this.ownBlk[ci];
+    const cap = this.ownCap[ci];
+    const v = this.vals;
+    const old = v[blk + r];
+    this.ownBits[ci] = bits & ~(1 << pos);
+    if (n === 1) {
+      this.freeVals(blk, cap);
+      this.ownBlk[ci] = NONE;
+      this.ownCap[ci] = 0;
+      return old;
+    }
+    v.copyWithin(blk + r, blk + r + 1, blk + n);
+    // Move to a smaller free block when one is at hand; never take new pool space on a delete.
+    const smaller = this.valFree[n - 1];
+    if (cap > n - 1 && smaller !== NONE) {
+      this.valFree[n - 1] = v[smaller];
+      this.valFreeWords -= n - 1;
+      v.copyWithin(smaller, blk, blk + n - 1);
+      this.freeVals(blk, cap);
+      this.ownBlk[ci] = smaller;
+      this.ownCap[ci] = n - 1;
+    }
+    return old;
+  }
+
+  private allocVals(size: number): number {
+    const head = this.valFree[size];
+    if (head !== NONE) {
+      this.valFree[size] = this.vals[head];
+      this.valFreeWords -= size;
+      return head;
+    }
+    if (this.valTop + size > this.vals.length) {
+      if (this.valFreeWords * 4 >= this.vals.length) this.compactVals();
+      if (this.valTop + size > this.vals.length) {
+        const grown = new Int32Array(Math.max(this.vals.length * 2, this.valTop + size));
+        grown.set(this.vals);
+        this.vals = grown;
+      }
+    }
+    const at = this.valTop;
+    this.valTop += size;
+    return at;
+  }
+
+  private freeVals(blk: number, size: number): void {
+    this.vals[blk] = this.valFree[size];
+    this.valFree[size] = blk;
+    this.valFreeWords += size;
+  }
+
+  /** Slide every live value block down to the start of the pool (same capacity), dropping free blocks. */
+  private compactVals(): void {
+    const fresh = new Int32Array(this.vals.length);
+    let top = 0;
+    for (let ci = 0; ci < this.chunkTop; ci++) {
+      if (this.ownCap[ci] === 0) continue;
+      const n = popcnt(this.ownBits[ci]);
+      const blk = this.ownBlk[ci];
+      fresh.set(this.vals.subarray(blk, blk + n), top);
+      this.ownBlk[ci] = top;
+      this.ownCap[ci] = n;
+      top += n;
+    }
+    this.vals = fresh;
+    this.valTop = top;
+    this.valFree.fill(NONE);
+    this.valFreeWords = 0;
+  }
+}
+
+/** Entry of a PrefixMap. */
+export interface PrefixMapEntry<V> {
+  prefix: Prefix;
+  value: V;
+}
+
+/**
+ * A map from prefixes (both families) to arbitrary values, on top of two tries. Values live in a plain array
+ * indexed by the trie's value slot; freed slots are reused. Tries are created on first use of a family.
+ */
+export class PrefixMap<V> {
+  private t4: Trie | undefined;
+  private t6: Trie | undefined;
+  private values: (V | undefined)[] = [];
+  private freeSlots: number[] = [];
+
+  constructor(private readonly options: TrieOptions = {}) {}
+
+  get size(): number {
+    return (this.t4?.size ?? 0) + (this.t6?.size ?? 0);
+  }
+
+  /** The trie of one family (created if needed), for hot paths that want lpm4/lpm6 and raw slots. */
+  trie(family: Family): Trie {
+    if (family === 4) return (this.t4 ??= new Trie(4, this.options));
+    return (this.t6 ??= new Trie(6, this.options));
+  }
+
+  /** The value stored in a slot returned by the raw trie methods. */
+  slotValue(slot: number): V | undefined {
+    return slot < 0 ? undefined : this.values[slot];
+  }
+
+  set(prefix: Prefix, value: V): this {
+    const t = this.trie(prefix.family);
+    const slot = t.get(prefix);
+    if (slot !== NONE) this.values[slot] = value;
+    else {
+      const s = this.freeSlots.length > 0 ? this.freeSlots.pop()! : this.values.length;
+      this.values[s] = value;
+      t.insert(prefix, s);
+    }
+    return this;
+  }
+
+  get(prefix: Prefix): V | undefined {
+    const t = prefix.family === 4 ? this.t4 : this.t6;
+    return t ? this.slotValue(t.get(prefix)) : undefined;
+  }
+
+  has(prefix: Prefix): boolean {
+    const t = prefix.family === 4 ? this.t4 : this.t6;
+    return t ? t.get(prefix) !== NONE : false;
+  }
+
+  delete(prefix: Prefix): boolean {
+    const t = prefix.family === 4 ? this.t4 : this.t6;
+    if (!t) return false;
+    const slot = t.delete(prefix);
+    if (slot === NONE) return false;
+    this.values[slot] = undefined;
+    this.freeSlots.push(slot);
+    return true;
+  }
+
+  /** The value of the longest prefix containing `ip` (fast path). */
+  lookup(ip: IP): V | undefined {
+    const t = ip.family === 4 ? this.t4 : this.t6;
+    return t ? this.slotValue(t.lpmWords(ip.w0, ip.w1, ip.w2, ip.w3)) : undefined;
+  }
+
+  /** Longest-prefix match with the matching prefix. */
+  lpm(ip: IP): PrefixMapEntry<V> | undefined {
+    const t = ip.family === 4 ? this.t4 : this.t6;
+    const e = t?.lpm(ip);
+    return e && { prefix: e.prefix, value: this.values[e.value] as V };
+  }
+
+  /** Stored prefixes containing `x`, shortest first. */
+  covering(x: IP | Prefix): PrefixMapEntry<V>[] {
+    const t = x.family === 4 ? this.t4 : this.t6;
+    return t ? t.covering(x).map((e) => ({ prefix: e.prefix, value: this.values[e.value] as V })) : [];
+  }
+
+  /** Stored prefixes inside `prefix`, in comparePrefix order. */
+  coveredBy(prefix: Prefix): PrefixMapEntry<V>[] {
+    const t = prefix.family === 4 ? this.t4 : this.t6;
+    return t ? t.coveredBy(prefix).map((e) => ({ prefix: e.prefix, value: this.values[e.value] as V })) : [];
+  }
+
+  /** All entries in comparePrefix order (IPv4 first). */
+  *entries(): IterableIterator<PrefixMapEntry<V>> {
+    for (const t of [this.t4, this.t6]) {
+      if (!t) continue;
+      for (const e of t.entries()) yield { prefix: e.prefix, value: this.values[e.value] as V };
+    }
+  }
+
+  [Symbol.iterator](): IterableIterator<PrefixMapEntry<V>> {
+    return this.entries();
+  }
+
+  clear(): void {
+    this.t4?.clear();
+    this.t6?.clear();
+    this.values = [];
+    this.freeSlots = [];
+  }
+
+  memoryBytes(): number {
+    return (this.t4?.memoryBytes() ?? 0) + (this.t6?.memoryBytes() ?? 0);
+  }
+}
