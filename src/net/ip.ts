@@ -240,8 +240,9 @@ export function ipAt(p: Prefix, offset: number): IP {
 /** The offset of `ip` from the start of `p`; `ip` must be inside `p` and `p` at most 2^52 addresses. */
 export function offsetOf(p: Prefix, ip: IP): number {
   if (p.family === 4) return (ip.w0 - p.w0) >>> 0;
-  // Inside p the words above the host part are equal, so only w1..w3 can differ for prefixes of /76 or longer.
-  return (ip.w1 - p.w1) * 2 ** 64 + (ip.w2 - p.w2) * 0x100000000 + (ip.w3 - p.w3);
+  // Plain 128-bit subtraction, the inverse of ipAt: a range that starts at an address with low bits set (or the
+  // last block before a word boundary) can carry into any higher word, w0 included. Exact while the result < 2^53.
+  return (ip.w0 - p.w0) * 2 ** 96 + (ip.w1 - p.w1) * 2 ** 64 + (ip.w2 - p.w2) * 0x100000000 + (ip.w3 - p.w3);
 }
 
 /** The `index`-th subnet of length `subLen` inside `p` (index counted from 0, must be < 2^53). */
