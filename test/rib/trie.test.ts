@@ -119,6 +119,14 @@ function checkAll(trie: Trie, oracle: Oracle, queries: IP[], pool: Prefix[]): vo
     const wantCov = show(oracle.covering(hostOf(ip)));
     if (JSON.stringify(cov) !== JSON.stringify(wantCov)) throw new Error(`covering ${ip}: ${cov} != ${wantCov}`);
   }
+  // Batch lookups agree with single ones (enough addresses to use the lock-step groups and the remainder).
+  const ips = [...queries, ...pool.map((p) => p.ip), ...queries, ...pool.map((p) => p.ip)];
+  const out = new Int32Array(ips.length);
+  if (trie.family === 4) trie.lpm4Batch(Uint32Array.from(ips, (ip) => ip.w0), out);
+  else trie.lpm6Batch(Uint32Array.from(ips.flatMap((ip) => [ip.w0, ip.w1, ip.w2, ip.w3])), out);
+  ips.forEach((ip, i) => {
+    if (out[i] !== rawLpm(trie, ip)) throw new Error(`batch lpm ${ip}: ${out[i]} != ${rawLpm(trie, ip)}`);
+  });
   for (const p of pool) {
     const want = oracle.find(p) >= 0 ? oracle.entries[oracle.find(p)].value : -1;
     if (trie.get(p) !== want) throw new Error(`get ${p}: ${trie.get(p)} != ${want}`);
