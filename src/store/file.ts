@@ -1,0 +1,982 @@
+// The embedded, durable Store: an append-only log in a directory, shared by any number of processes.
+//
+// Files in the directory:
+//   LOCK      never replaced; an exclusive OFD/flock lock on it serialises writers across processes.
+//   log       32-byte header, then framed records. Every log starts with a snapshot (possibly empty).
+//   log.tmp   a snapshot being written by compaction; renamed over `log` once fsync'ed.
+//
+// Header: "BSKVLOG1" | u32 committedLo | u32 committedHi | u32 flags | u32 crc32(bytes 8..20) | 8 reserved.
+//   committed: the byte length known to be fdatasync'ed; written after each sync. Readers without the lock read
+//   only up to it (so they never see unacknowledged records), and on open a bad record before it is corruption,
+//   while a bad record at or after it is a torn tail and is dropped.
+//   flags bit 0 (sealed): compaction is replacing this file; readers must re-check the path's inode.
+// Record frame: u32 length | u32 crc32(payload, seeded with length) | payload (UTF-8 JSON):
+//   txn:            [revision, [[key, value] (put) | [key] (delete), ...]]
+//   snapshot head:  {"snap": revision, "chunks": n}   followed by n chunks  {"kv": [[key, value, create, mod], ...]}
+import fs from 'node:fs';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import fsx from 'fs-native-extensions';
+import { KvState } from './state.ts';
+import {
+  StoreError,
+  type Compare,
+  type KeyValue,
+  type Op,
+  type Store,
+  type TxnResult,
+  type WatchEvent,
+  type Watcher,
+} from './types.ts';
+
+export interface FileStoreOptions {
+  /** Compact only once the log is larger than this many bytes. Default 16 MiB. */
+  compactMinBytes?: number;
+  /** ... and holds more than this many txn records per live key. Default 4. */
+  compactRatio?: number;
+  /** How often watchers poll for other processes' writes, in ms. Default 50. */
+  pollMs?: number;
+}
+
+export interface FileStoreStats {
+  /** Transactions evaluated by this process (including failed compares and deletes of absent keys). */
+  txns: number;
+  /** Records this process appended. */
+  records: number;
+  /** Commit batches (each one lock + append + fdatasync when it wrote anything). */
+  batches: number;
+  /** fdatasync/fsync calls made by this process (commits and compactions). */
+  syncs: number;
+  compactions: number;
+  /** Records written by other processes that this one read in. */
+  recordsReadIn: number;
+  /** Size of the current log file as this process knows it. */
+  logBytes: number;
+  /** Revision of the snapshot the current log starts with; watches from before it fail. */
+  compactedRevision: number;
+  /** The last compaction error (compaction failures do not fail commits). */
+  lastCompactionError?: string;
+}
+
+const MAGIC = Buffer.from('BSKVLOG1', 'latin1');
+const HEADER = 32;
+const FRAME = 8;
+const SEALED = 1;
+const READ_CHUNK = 4 << 20;
+const SNAPSHOT_CHUNK = 1 << 20;
+const INDEX_EVERY = 64;
+
+// zlib.crc32 exists from Node 20.15; older 20.x gets the table version (same polynomial and seeding).
+let crcTable: Uint32Array | undefined;
+function crc32Table(data: Uint8Array, seed: number): number {
+  if (!crcTable) {
+    crcTable = new Uint32Array(256);
+    for (let n = 0; n < 256; n++) {
+      let c = n;
+      for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+      crcTable[n] = c >>> 0;
+    }
+  }
+  let c = ~seed;
+  for (let i = 0; i < data.length; i++) c = crcTable[(c ^ data[i]!) & 0xff]! ^ (c >>> 8);
+  return ~c >>> 0;
+}
+const zcrc = (zlib as unknown as { crc32?: (data: Uint8Array, value?: number) => number }).crc32;
+export const crc32: (data: Uint8Array, seed?: number) => number = zcrc
+  ? (data, seed = 0) => zcrc(data, seed)
+  : (data, seed = 0) => crc32Table(data, seed);
+/** Exposed for tests: the portable fallback. */
+export const crc32Portable = (data: Uint8Array, seed = 0): number => crc32Table(data, seed);
+
+type EncodedOp = [string, string] | [string];
+
+interface Entry {
+  compares: Compare[];
+  ops: Op[];
+  /** delete(): write only if the key exists. */
+  deleteIfExists?: string;
+  resolve: (r: TxnResult) => void;
+  reject: (e: unknown) => void;
+}
+
+interface WatchEntry {
+  prefix: string;
+  onEvent: (events: WatchEvent[]) => void;
+  active: boolean;
+}
+
+/** One log file as this process knows it. */
+interface LogFile {
+  fd: number;
+  ino: number;
+  /** Revision of the snapshot at the start of the file. */
+  snapRev: number;
+  /** Offset of the first txn record (after the snapshot). */
+  dataStart: number;
+  /** Everything before this offset is applied to the state. */
+  end: number;
+  /** Txn records in the file (for the compaction decision). */
+  records: number;
+  /** Sparse index: every INDEX_EVERY-th record's revision and offset, for watch replay. */
+  idxRev: number[];
+  idxOff: number[];
+}
+
+interface Header {
+  committed: number;
+  flags: number;
+}
+
+// Stores in one process that share a directory queue here for the cross-process lock, so at most one of them
+// waits in waitForLock (which parks a libuv threadpool thread) and a holder never starves for threads.
+const processLocks = new Map<string, { held: boolean; waiters: Array<() => void> }>();
+
+async function acquireProcessLock(key: string): Promise<void> {
+  let l = processLocks.get(key);
+  if (!l) processLocks.set(key, (l = { held: false, waiters: [] }));
+  if (!l.held) {
+    l.held = true;
+    return;
+  }
+  await new Promise<void>((resolve) => l.waiters.push(resolve));
+}
+
+function releaseProcessLock(key: string): void {
+  const l = processLocks.get(key);
+  if (!l) return;
+  const next = l.waiters.shift();
+  if (next) next(); // hand over without releasing
+  else processLocks.delete(key);
+}
+
+function errCode(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | undefined)?.code;
+}
+
+function fsError(storeName: string, action: string, file: string, err: unknown): StoreError {
+  if (err instanceof StoreError) return err;
+  const code = errCode(err);
+  const why =
+    code === 'EACCES' || code === 'EPERM'
+      ? 'permission denied'
+      : code === 'ENOSPC'
+        ? 'no space left on device'
+        : code === 'EROFS'
+          ? 'read-only file system'
+          : (err as Error)?.message ?? String(err);
+  return new StoreError(`${storeName}: cannot ${action} ${file}: ${why}${code ? ` (${code})` : ''}`);
+}
+
+function encodeFrame(payload: string): Buffer {
+  const len = Buffer.byteLength(payload);
+  const buf = Buffer.allocUnsafe(FRAME + len);
+  buf.write(payload, FRAME, 'utf8');
+  buf.writeUInt32LE(len, 0);
+  buf.writeUInt32LE(crc32(buf.subarray(FRAME), len), 4);
+  return buf;
+}
+
+function headerBuf(committed: number, flags: number): Buffer {
+  const b = Buffer.alloc(HEADER);
+  MAGIC.copy(b, 0);
+  b.writeUInt32LE(committed % 0x100000000, 8);
+  b.writeUInt32LE(Math.floor(committed / 0x100000000), 12);
+  b.writeUInt32LE(flags, 16);
+  b.writeUInt32LE(crc32(b.subarray(8, 20)), 20);
+  return b;
+}
+
+function writeAll(fd: number, buf: Buffer, position: number): void {
+  let done = 0;
+  while (done < buf.length) done += fs.writeSync(fd, buf, done, buf.length - done, position + done);
+}
+
+function fdatasyncAsync(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fs.fdatasync(fd, (err) => (err ? reject(err) : resolve())));
+}
+
+function fsyncDir(dir: string): void {
+  // Windows cannot open a directory for fsync; renames there are durable through the file system's journal.
+  if (process.platform === 'win32') return;
+  const fd = fs.openSync(dir, 'r');
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/**
+ * Walk the frames in [from, to), calling onFrame for each valid one. Stops at the first frame that is cut short or
+ * fails its CRC and says where (`bad`), or at `to` (`bad` false).
+ */
+function scanFrames(
+  fd: number,
+  from: number,
+  to: number,
+  onFrame: (payload: Buffer, start: number, end: number) => boolean | void,
+): { end: number; bad: boolean } {
+  let buf = Buffer.alloc(0);
+  let bufStart = from;
+  const ensure = (pos: number, n: number): void => {
+    if (pos >= bufStart && pos + n <= bufStart + buf.length) return;
+    const size = Math.min(to - pos, Math.max(n, READ_CHUNK));
+    buf = Buffer.allocUnsafe(size);
+    let got = 0;
+    while (got < size) {
+      const r = fs.readSync(fd, buf, got, size - got, pos + got);
+      if (r === 0) break;
+      got += r;
+    }
+    buf = buf.subarray(0, got);
+    bufStart = pos;
+  };
+  let pos = from;
+  while (pos < to) {
+    if (pos + FRAME > to) return { end: pos, bad: true };
+    ensure(pos, FRAME);
+    if (buf.length - (pos - bufStart) < FRAME) return { end: pos, bad: true };
+    const len = buf.readUInt32LE(pos - bufStart);
+    const crc = buf.readUInt32LE(pos - bufStart + 4);
+    // Zero-filled space (a common shape of a torn write) would otherwise pass as an empty record.
+    if (len === 0 || pos + FRAME + len > to) return { end: pos, bad: true };
+    ensure(pos, FRAME + len);
+    const off = pos - bufStart + FRAME;
+    if (buf.length < off + len) return { end: pos, bad: true };
+    const payload = buf.subarray(off, off + len);
+    if (crc32(payload, len) !== crc) return { end: pos, bad: true };
+    if (onFrame(payload, pos, pos + FRAME + len) === false) return { end: pos, bad: false };
+    pos += FRAME + len;
+  }
+  return { end: pos, bad: false };
+}
+
+export class FileStore implements Store {
+  readonly name: string;
+  private readonly logPath: string;
+  private readonly tmpPath: string;
+  private readonly state = new KvState();
+  private log!: LogFile;
+  private readonly compactMinBytes: number;
+  private readonly compactRatio: number;
+  private readonly pollMs: number;
+
+  private queue: Entry[] = [];
+  private flushScheduled = false;
+  private flushing: Promise<void> | undefined;
+  /** True while this store holds the cross-process lock (its records may be on disk but not yet applied). */
+  private locked = false;
+  private closing = false;
+  private closed = false;
+  private broken: StoreError | undefined;
+
+  private readonly watchers = new Set<WatchEntry>();
+  private unsubscribe: (() => void) | undefined;
+  private pollTimer: NodeJS.Timeout | undefined;
+
+  private readonly counters = { txns: 0, records: 0, batches: 0, syncs: 0, compactions: 0, recordsReadIn: 0 };
+  private lastCompactionError: string | undefined;
+
+  /** @internal use openFileStore */
+  constructor(
+    readonly dir: string,
+    private readonly lockFd: number,
+    private readonly lockKey: string,
+    opts: FileStoreOptions,
+  ) {
+    this.name = `file:${dir}`;
+    this.logPath = path.join(dir, 'log');
+    this.tmpPath = path.join(dir, 'log.tmp');
+    this.compactMinBytes = opts.compactMinBytes ?? 16 << 20;
+    this.compactRatio = opts.compactRatio ?? 4;
+    this.pollMs = opts.pollMs ?? 50;
+  }
+
+  /** @internal */
+  async init(): Promise<void> {
+    await this.lock();
+    try {
+      try {
+        fs.rmSync(this.tmpPath, { force: true });
+      } catch (err) {
+        throw fsError(this.name, 'remove', this.tmpPath, err);
+      }
+      if (!fs.existsSync(this.logPath)) this.writeSnapshotFile();
+      this.log = this.openLog(this.state, true);
+    } finally {
+      this.unlock();
+    }
+  }
+
+  // ---- Store API -------------------------------------------------------------------------------------------
+
+  async get(key: string): Promise<KeyValue | undefined> {
+    this.check();
+    this.readCatchUp();
+    return this.state.get(key);
+  }
+
+  async list(prefix: string): Promise<KeyValue[]> {
+    this.check();
+    this.readCatchUp();
+    return this.state.list(prefix);
+  }
+
+  async revision(): Promise<number> {
+    this.check();
+    this.readCatchUp();
+    return this.state.revision;
+  }
+
+  async put(key: string, value: string): Promise<number> {
+    return (await this.txn([], [{ type: 'put', key, value }])).revision;
+  }
+
+  async delete(key: string): Promise<boolean> {
+    this.check();
+    if (typeof key !== 'string') throw new StoreError(`${this.name}: key must be a string`);
+    const r = await this.enqueue([], [{ type: 'delete', key }], key);
+    return r.succeeded;
+  }
+
+  async txn(compares: Compare[], ops: Op[]): Promise<TxnResult> {
+    this.check();
+    for (const c of compares) {
+      if (typeof c.key !== 'string' || !Number.isInteger(c.modRevision) || c.modRevision < 0)
+        throw new StoreError(`${this.name}: bad compare ${JSON.stringify(c)}`);
+    }
+    for (const op of ops) {
+      if (typeof op.key !== 'string' || (op.type === 'put' ? typeof op.value !== 'string' : op.type !== 'delete'))
+        throw new StoreError(`${this.name}: bad op ${JSON.stringify(op)}`);
+    }
+    return this.enqueue(compares, ops);
+  }
+
+  watch(prefix: string, fromRevision: number, onEvent: (events: WatchEvent[]) => void): Watcher {
+    this.check();
+    // Read and subscribe in one synchronous step so that no event is missed or delivered twice.
+    this.readCatchUp();
+    let replay: WatchEvent[] = [];
+    if (fromRevision > 0 && fromRevision < this.state.revision) {
+      if (fromRevision < this.log.snapRev)
+        throw new StoreError(
+          `${this.name}: revision ${fromRevision} was compacted (the log starts at revision ${this.log.snapRev})`,
+        );
+      replay = this.readEvents(prefix, fromRevision);
+    }
+    const entry: WatchEntry = { prefix, onEvent, active: true };
+    this.watchers.add(entry);
+    if (!this.unsubscribe) this.unsubscribe = this.state.watch('', (events) => this.fanOut(events));
+    if (!this.pollTimer) {
+      this.pollTimer = setInterval(() => this.poll(), this.pollMs);
+      this.pollTimer.unref();
+    }
+    if (replay.length) queueMicrotask(() => entry.active && onEvent(replay));
+    return {
+      close: () => {
+        entry.active = false;
+        this.watchers.delete(entry);
+        if (this.watchers.size === 0) this.stopWatching();
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed || this.closing) {
+      while (!this.closed) await new Promise((r) => setImmediate(r));
+      return;
+    }
+    this.closing = true;
+    // Everything queued before close() is committed (or fails) before the files are closed.
+    while (this.flushScheduled || this.flushing) {
+      if (this.flushing) await this.flushing;
+      else await new Promise((r) => setImmediate(r));
+    }
+    for (const w of this.watchers) w.active = false;
+    this.watchers.clear();
+    this.stopWatching();
+    try {
+      fs.closeSync(this.log.fd);
+    } catch {}
+    try {
+      fs.closeSync(this.lockFd);
+    } catch {}
+    this.closed = true;
+  }
+
+  /** Counters for tests, benchmarks and the status endpoint. */
+  stats(): FileStoreStats {
+    return {
+      ...this.counters,
+      logBytes: this.log.end,
+      compactedRevision: this.log.snapRev,
+      ...(this.lastCompactionError ? { lastCompactionError: this.lastCompactionError } : {}),
+    };
+  }
+
+  // ---- group commit ----------------------------------------------------------------------------------------
+
+  private check(): void {
+    if (this.closing || this.closed) throw new StoreError(`${this.name} is closed`);
+    if (this.broken) throw this.broken;
+  }
+
+  private enqueue(compares: Compare[], ops: Op[], deleteIfExists?: string): Promise<TxnResult> {
+    return new Promise<TxnResult>((resolve, reject) => {
+      this.queue.push({ compares, ops, deleteIfExists, resolve, reject });
+      if (!this.flushScheduled && !this.flushing) {
+        this.flushScheduled = true;
+        // setImmediate rather than a microtask: lets every caller that is about to issue a txn in this turn of
+        // the event loop (e.g. the continuations of the previous batch) join the batch.
+        setImmediate(() => {
+          this.flushScheduled = false;
+          this.flushing = this.runFlush();
+        });
+      }
+    });
+  }
+
+  private async runFlush(): Promise<void> {
+    while (this.queue.length) {
+      const batch = this.queue;
+      this.queue = [];
+      await this.commitBatch(batch);
+      if (this.queue.length) await new Promise((r) => setImmediate(r));
+    }
+    this.flushing = undefined;
+  }
+
+  private async commitBatch(batch: Entry[]): Promise<void> {
+    if (this.broken) {
+      for (const e of batch) e.reject(this.broken);
+      return;
+    }
+    try {
+      await this.lock();
+    } catch (err) {
+      for (const e of batch) e.reject(err);
+      return;
+    }
+    this.locked = true;
+    let results: TxnResult[];
+    try {
+      results = await this.commitLocked(batch);
+    } catch (err) {
+      const e2 = err instanceof StoreError ? err : fsError(this.name, 'commit to', this.logPath, err);
+      for (const e of batch) e.reject(e2);
+      return;
+    } finally {
+      this.locked = false;
+      this.unlock();
+    }
+    for (let i = 0; i < batch.length; i++) batch[i]!.resolve(results[i]!);
+  }
+
+  /** Catch up, evaluate the batch in order, append its records, sync, apply. Caller holds the lock. */
+  private async commitLocked(batch: Entry[]): Promise<TxnResult[]> {
+    this.lockedCatchUp();
+    const state = this.state;
+    // Keys written earlier in this batch: their modRevision (0 = deleted). The state itself changes only once
+    // the batch is durable, so readers never see unacknowledged writes.
+    const overlay = new Map<string, number>();
+    const modRev = (key: string): number => {
+      const o = overlay.get(key);
+      return o !== undefined ? o : (state.get(key)?.modRevision ?? 0);
+    };
+    let rev = state.revision;
+    const results: TxnResult[] = [];
+    const frames: Buffer[] = [];
+    const records: Array<{ rev: number; ops: Op[] }> = [];
+    for (const e of batch) {
+      this.counters.txns++;
+      if (e.deleteIfExists !== undefined && modRev(e.deleteIfExists) === 0) {
+        results.push({ succeeded: false, revision: rev });
+        continue;
+      }
+      let failed: string[] | undefined;
+      for (const c of e.compares) {
+        if (modRev(c.key) !== c.modRevision) (failed ??= []).push(c.key);
+      }
+      if (failed) {
+        results.push({ succeeded: false, revision: rev, failed });
+        continue;
+      }
+      if (e.ops.length === 0) {
+        results.push({ succeeded: true, revision: rev });
+        continue;
+      }
+      rev++;
+      const enc: EncodedOp[] = [];
+      const ops: Op[] = [];
+      for (const op of e.ops) {
+        if (op.type === 'put') {
+          enc.push([op.key, op.value]);
+          ops.push(op);
+          overlay.set(op.key, rev);
+        } else if (modRev(op.key) !== 0) {
+          // Deletes of absent keys change nothing; leaving them out keeps replayed events equal to live ones.
+          enc.push([op.key]);
+          ops.push(op);
+          overlay.set(op.key, 0);
+        }
+      }
+      frames.push(encodeFrame(JSON.stringify([rev, enc])));
+      records.push({ rev, ops });
+      results.push({ succeeded: true, revision: rev });
+    }
+    this.counters.batches++;
+    if (frames.length === 0) return results;
+
+    const log = this.log;
+    const at = log.end;
+    const buf = frames.length === 1 ? frames[0]! : Buffer.concat(frames);
+    try {
+      writeAll(log.fd, buf, at);
+    } catch (err) {
+      this.truncateBack(at);
+      throw fsError(this.name, 'append to', this.logPath, err);
+    }
+    try {
+      this.counters.syncs++;
+      await fdatasyncAsync(log.fd);
+    } catch (err) {
+      // After a failed fdatasync the kernel may have dropped the dirty pages: nothing about the file is known,
+      // so this store stops rather than acknowledge anything more.
+      this.truncateBack(at);
+      this.broken = fsError(this.name, 'fdatasync', this.logPath, err);
+      throw this.broken;
+    }
+    this.writeHeader(log, at + buf.length, 0);
+    let off = at;
+    for (let i = 0; i < records.length; i++) {
+      const r = records[i]!;
+      this.noteRecord(log, r.rev, off);
+      state.apply(r.rev, r.ops);
+      off += frames[i]!.length;
+    }
+    log.end = at + buf.length;
+    this.counters.records += records.length;
+    if (log.end > this.compactMinBytes && log.records > this.compactRatio * Math.max(state.size, 1)) this.compact();
+    return results;
+  }
+
+  private truncateBack(at: number): void {
+    try {
+      fs.ftruncateSync(this.log.fd, at);
+    } catch {
+      this.broken ??= new StoreError(`${this.name}: cannot truncate a failed append in ${this.logPath}`);
+    }
+  }
+
+  // ---- locking ---------------------------------------------------------------------------------------------
+
+  private async lock(): Promise<void> {
+    await acquireProcessLock(this.lockKey);
+    try {
+      if (!fsx.tryLock(this.lockFd)) await fsx.waitForLock(this.lockFd);
+    } catch (err) {
+      releaseProcessLock(this.lockKey);
+      throw fsError(this.name, 'lock', path.join(this.dir, 'LOCK'), err);
+    }
+  }
+
+  private unlock(): void {
+    try {
+      fsx.unlock(this.lockFd);
+    } finally {
+      releaseProcessLock(this.lockKey);
+    }
+  }
+
+  // ---- reading the log -------------------------------------------------------------------------------------
+
+  private readHeader(fd: number, locked: boolean): Header | undefined {
+    const b = Buffer.alloc(HEADER);
+    // Without the lock a writer may be rewriting the commit word as we read it: retry a torn read.
+    for (let attempt = 0; attempt < 5; attempt++) {
+      let got: number;
+      try {
+        got = fs.readSync(fd, b, 0, HEADER, 0);
+      } catch (err) {
+        throw fsError(this.name, 'read', this.logPath, err);
+      }
+      if (got < HEADER || !b.subarray(0, 8).equals(MAGIC))
+        throw new StoreError(`${this.name}: ${this.logPath} is not a blockspeaker log (bad header)`);
+      if (crc32(b.subarray(8, 20)) === b.readUInt32LE(20))
+        return { committed: b.readUInt32LE(8) + b.readUInt32LE(12) * 0x100000000, flags: b.readUInt32LE(16) };
+      if (locked) break;
+    }
+    if (locked) throw new StoreError(`${this.name}: corrupt header in ${this.logPath} (checksum mismatch)`);
+    return undefined;
+  }
+
+  private writeHeader(log: LogFile, committed: number, flags: number): void {
+    try {
+      writeAll(log.fd, headerBuf(committed, flags), 0);
+    } catch (err) {
+      throw fsError(this.name, 'write the header of', this.logPath, err);
+    }
+  }
+
+  private corrupt(offset: number, why: string): StoreError {
+    return new StoreError(`${this.name}: corrupt log ${this.logPath} at byte ${offset}: ${why}`);
+  }
+
+  private noteRecord(log: LogFile, rev: number, off: number): void {
+    if (log.records++ % INDEX_EVERY === 0) {
+      log.idxRev.push(rev);
+      log.idxOff.push(off);
+    }
+  }
+
+  /** Decode and apply the txn records in [from, to) of `log` to `state`; returns how the scan ended. */
+  private applyRange(log: LogFile, state: KvState, from: number, to: number, countReadIn: boolean) {
+    return scanFrames(log.fd, from, to, (payload, start, end) => {
+      let rec: unknown;
+      try {
+        rec = JSON.parse(payload.toString('utf8'));
+      } catch {
+        throw this.corrupt(start, 'record is not valid JSON');
+      }
+      if (!Array.isArray(rec) || typeof rec[0] !== 'number' || !Array.isArray(rec[1]))
+        throw this.corrupt(start, 'unexpected record (a snapshot in the middle of the log?)');
+      const rev = rec[0] as number;
+      if (rev <= state.revision) throw this.corrupt(start, `revision ${rev} is not after ${state.revision}`);
+      const ops: Op[] = (rec[1] as EncodedOp[]).map((o) =>
+        o.length === 2 ? { type: 'put', key: o[0], value: o[1] } : { type: 'delete', key: o[0] },
+      );
+      this.noteRecord(log, rev, start);
+      state.apply(rev, ops);
+      log.end = end;
+      if (countReadIn) this.counters.recordsReadIn++;
+    });
+  }
+
+  /**
+   * Open the file at the log path and load it into `state` (which must be empty, or already at the snapshot's
+   * revision when `skipSnapshot`). With the lock held, a torn tail is cut off; without it, reads stop at the
+   * committed length.
+   */
+  private openLog(state: KvState, locked: boolean, skipSnapshotAt?: number): LogFile {
+    let fd: number;
+    try {
+      fd = fs.openSync(this.logPath, 'r+');
+    } catch (err) {
+      throw fsError(this.name, 'open', this.logPath, err);
+    }
+    try {
+      const st = fs.fstatSync(fd);
+      const h = this.readHeader(fd, true)!;
+      const size = st.size;
+      if (h.committed > size)
+        throw this.corrupt(size, `file is shorter than its committed length ${h.committed} (truncated?)`);
+      const log: LogFile = { fd, ino: st.ino, snapRev: 0, dataStart: HEADER, end: HEADER, records: 0, idxRev: [], idxOff: [] };
+      // The snapshot: a head record, then its chunks. The file was fsync'ed before it was renamed into place,
+      // so any damage here is corruption, never a torn tail.
+      let chunks = -1;
+      let seen = 0;
+      const snapEnd = scanFrames(fd, HEADER, size, (payload, start, end) => {
+        if (chunks >= 0 && seen === chunks) return false; // past the snapshot
+        let rec: { snap?: unknown; chunks?: unknown; kv?: unknown };
+        try {
+          rec = JSON.parse(payload.toString('utf8'));
+        } catch {
+          throw this.corrupt(start, 'snapshot record is not valid JSON');
+        }
+        if (chunks < 0) {
+          if (typeof rec.snap !== 'number' || typeof rec.chunks !== 'number')
+            throw this.corrupt(start, 'the log does not start with a snapshot');
+          if (skipSnapshotAt !== undefined && rec.snap !== skipSnapshotAt) throw SNAPSHOT_MISMATCH;
+          chunks = rec.chunks;
+          log.snapRev = rec.snap;
+          if (skipSnapshotAt === undefined) state.setRevision(rec.snap);
+        } else {
+          if (!Array.isArray(rec.kv)) throw this.corrupt(start, 'bad snapshot chunk');
+          if (skipSnapshotAt === undefined) {
+            for (const [key, value, createRevision, modRevision] of rec.kv as [string, string, number, number][])
+              state.load({ key, value, createRevision, modRevision }, log.snapRev);
+          }
+          seen++;
+        }
+        log.dataStart = log.end = end;
+      });
+      if (chunks < 0 || seen < chunks) throw this.corrupt(snapEnd.end, 'incomplete snapshot');
+      const to = locked ? size : h.committed;
+      const r = this.applyRange(log, state, log.end, to, false);
+      if (r.bad) {
+        if (r.end < h.committed)
+          throw this.corrupt(r.end, `damaged record before the committed length ${h.committed}`);
+        if (locked) {
+          // A torn tail: written but never acknowledged (the writer died before fdatasync returned).
+          try {
+            fs.ftruncateSync(fd, r.end);
+          } catch (err) {
+            throw fsError(this.name, 'truncate the torn tail of', this.logPath, err);
+          }
+        }
+      }
+      if (locked && (h.committed !== log.end || h.flags & SEALED)) this.writeHeader(log, log.end, 0);
+      return log;
+    } catch (err) {
+      fs.closeSync(fd);
+      throw err;
+    }
+  }
+
+  /** Others' writes, read without the lock up to the committed length. Cheap when nothing changed. */
+  private readCatchUp(): void {
+    if (this.locked || this.closed || this.broken) return;
+    try {
+      let h = this.readHeader(this.log.fd, false);
+      if (!h) return; // torn header read; the next call will see it
+      if (h.flags & SEALED) {
+        if (this.pathIno() !== this.log.ino) {
+          this.switchLog(h.committed, false);
+          h = this.readHeader(this.log.fd, false);
+          if (!h) return;
+        }
+      }
+      if (h.committed > this.log.end) {
+        const r = this.applyRange(this.log, this.state, this.log.end, h.committed, true);
+        if (r.bad) throw this.corrupt(r.end, `damaged record before the committed length ${h.committed}`);
+      }
+    } catch (err) {
+      this.broken = fsError(this.name, 'read', this.logPath, err);
+      throw this.broken;
+    }
+  }
+
+  /** With the lock: follow a replaced log, read everything others appended, cut a torn tail. */
+  private lockedCatchUp(): void {
+    if (this.pathIno() !== this.log.ino) this.switchLog(undefined, true);
+    const log = this.log;
+    let size: number;
+    try {
+      size = fs.fstatSync(log.fd).size;
+    } catch (err) {
+      throw fsError(this.name, 'stat', this.logPath, err);
+    }
+    const h = this.readHeader(log.fd, true)!;
+    if (size < log.end || size < h.committed)
+      throw this.corrupt(size, `file is shorter than what was already read/committed (truncated by hand?)`);
+    if (size > log.end) {
+      const r = this.applyRange(log, this.state, log.end, size, true);
+      if (r.bad) {
+        if (r.end < h.committed) throw this.corrupt(r.end, `damaged record before the committed length ${h.committed}`);
+        try {
+          fs.ftruncateSync(log.fd, r.end);
+        } catch (err) {
+          throw fsError(this.name, 'truncate the torn tail of', this.logPath, err);
+        }
+      }
+    }
+    if (h.committed !== log.end || h.flags & SEALED) this.writeHeader(log, log.end, 0);
+  }
+
+  private pathIno(): number {
+    try {
+      return fs.statSync(this.logPath).ino;
+    } catch (err) {
+      throw fsError(this.name, 'stat', this.logPath, err);
+    }
+  }
+
+  /**
+   * The log was replaced by a compacted one. The old file (still open here) is frozen: first read it to its end,
+   * which normally brings this process exactly to the new snapshot's revision, so no event is lost. If it was
+   * replaced more than once since we last looked, reload from the new file and tell watchers the difference.
+   */
+  private switchLog(oldCommitted: number | undefined, locked: boolean): void {
+    const old = this.log;
+    const oldEnd = oldCommitted ?? fs.fstatSync(old.fd).size;
+    if (oldEnd > old.end) this.applyRange(old, this.state, old.end, oldEnd, true); // a torn end of a frozen file is ignored
+    let next: LogFile;
+    try {
+      next = this.openLog(this.state, locked, this.state.revision);
+    } catch (err) {
+      if (err !== SNAPSHOT_MISMATCH) throw err;
+      const fresh = new KvState();
+      next = this.openLog(fresh, locked);
+      this.replaceState(fresh);
+    }
+    try {
+      fs.closeSync(old.fd);
+    } catch {}
+    this.log = next;
+  }
+
+  /** Swap in a freshly loaded state, sending watchers the difference as events. */
+  private replaceState(fresh: KvState): void {
+    const events: WatchEvent[] = [];
+    const rev = fresh.revision;
+    for (const kv of this.state.entries()) {
+      if (!fresh.get(kv.key)) events.push({ type: 'delete', key: kv.key, revision: rev });
+    }
+    for (const kv of fresh.entries()) {
+      const mine = this.state.get(kv.key);
+      if (!mine || mine.modRevision !== kv.modRevision)
+        events.push({ type: 'put', key: kv.key, value: kv.value, revision: kv.modRevision });
+    }
+    events.sort((a, b) => a.revision - b.revision);
+    this.state.clear();
+    for (const kv of fresh.entries()) this.state.load(kv, rev);
+    this.state.setRevision(rev);
+    if (events.length) this.fanOut(events);
+  }
+
+  /** Events under `prefix` after `fromRevision`, read back from the current log up to what is applied. */
+  private readEvents(prefix: string, fromRevision: number): WatchEvent[] {
+    const log = this.log;
+    let start = log.dataStart;
+    // Last indexed record at or before fromRevision: everything after it is scanned.
+    let lo = 0;
+    let hi = log.idxRev.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      if (log.idxRev[mid]! <= fromRevision) {
+        start = log.idxOff[mid]!;
+        lo = mid + 1;
+      } else hi = mid - 1;
+    }
+    const events: WatchEvent[] = [];
+    // Replay must produce what apply() emitted live, so track which keys existed (deletes of absent keys were
+    // never written, see commitLocked).
+    scanFrames(log.fd, start, log.end, (payload) => {
+      const [rev, ops] = JSON.parse(payload.toString('utf8')) as [number, EncodedOp[]];
+      if (rev <= fromRevision) return;
+      for (const o of ops) {
+        if (!o[0].startsWith(prefix)) continue;
+        if (o.length === 2) events.push({ type: 'put', key: o[0], value: o[1], revision: rev });
+        else events.push({ type: 'delete', key: o[0], revision: rev });
+      }
+    });
+    return events;
+  }
+
+  // ---- compaction ------------------------------------------------------------------------------------------
+
+  /** Write the current state as a new log file at log.tmp, fsync it, and rename it over the log. */
+  private writeSnapshotFile(): void {
+    const state = this.state;
+    const chunks: Buffer[] = [];
+    let batch: [string, string, number, number][] = [];
+    let bytes = 0;
+    const flush = (): void => {
+      chunks.push(encodeFrame(JSON.stringify({ kv: batch })));
+      batch = [];
+      bytes = 0;
+    };
+    for (const kv of state.entries()) {
+      batch.push([kv.key, kv.value, kv.createRevision, kv.modRevision]);
+      bytes += kv.key.length + kv.value.length + 32;
+      if (bytes >= SNAPSHOT_CHUNK) flush();
+    }
+    if (batch.length) flush();
+    const head = encodeFrame(JSON.stringify({ snap: state.revision, chunks: chunks.length }));
+    let total = HEADER + head.length;
+    for (const c of chunks) total += c.length;
+    let fd: number;
+    try {
+      fd = fs.openSync(this.tmpPath, 'w');
+    } catch (err) {
+      throw fsError(this.name, 'create', this.tmpPath, err);
+    }
+    try {
+      let at = 0;
+      for (const b of [headerBuf(total, 0), head, ...chunks]) {
+        writeAll(fd, b, at);
+        at += b.length;
+      }
+      this.counters.syncs++;
+      fs.fsyncSync(fd);
+    } catch (err) {
+      fs.closeSync(fd);
+      fs.rmSync(this.tmpPath, { force: true });
+      throw fsError(this.name, 'write', this.tmpPath, err);
+    }
+    fs.closeSync(fd);
+    try {
+      fs.renameSync(this.tmpPath, this.logPath);
+      this.counters.syncs++;
+      fsyncDir(this.dir);
+    } catch (err) {
+      throw fsError(this.name, 'rename the snapshot onto', this.logPath, err);
+    }
+  }
+
+  /** Replace the log by a snapshot of the state. Caller holds the lock and is fully caught up. */
+  private compact(): void {
+    const old = this.log;
+    try {
+      // Seal first: readers in other processes then re-check the path on every read until they see the new
+      // file, so a compactor dying half-way can never leave them reading a dead file.
+      this.writeHeader(old, old.end, SEALED);
+      this.writeSnapshotFile();
+      this.log = this.openLog(this.state, true, this.state.revision);
+      fs.closeSync(old.fd);
+      this.counters.compactions++;
+      this.lastCompactionError = undefined;
+    } catch (err) {
+      this.lastCompactionError = err instanceof Error ? err.message : String(err);
+      if (this.log === old) {
+        try {
+          if (this.pathIno() === old.ino) this.writeHeader(old, old.end, 0);
+        } catch {}
+      }
+    }
+  }
+
+  // ---- watch -----------------------------------------------------------------------------------------------
+
+  private fanOut(events: WatchEvent[]): void {
+    for (const w of this.watchers) {
+      const mine = w.prefix === '' ? events : events.filter((e) => e.key.startsWith(w.prefix));
+      if (mine.length) queueMicrotask(() => w.active && w.onEvent(mine));
+    }
+  }
+
+  private poll(): void {
+    try {
+      this.readCatchUp();
+    } catch {
+      // readCatchUp marked the store broken; the next call reports it.
+    }
+  }
+
+  private stopWatching(): void {
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    if (this.pollTimer) clearInterval(this.pollTimer);
+    this.pollTimer = undefined;
+  }
+}
+
+/** openLog found a different snapshot than the caller is at. */
+const SNAPSHOT_MISMATCH = Symbol('snapshot mismatch');
+
+/** Open (creating if needed) the store in `dir`. Several processes may have the same directory open at once. */
+export async function openFileStore(dir: string, opts: FileStoreOptions = {}): Promise<FileStore> {
+  const abs = path.resolve(dir);
+  const name = `file:${abs}`;
+  try {
+    fs.mkdirSync(abs, { recursive: true });
+  } catch (err) {
+    throw fsError(name, 'create directory', abs, err);
+  }
+  const lockPath = path.join(abs, 'LOCK');
+  let lockFd: number;
+  try {
+    lockFd = fs.openSync(lockPath, 'a');
+  } catch (err) {
+    throw fsError(name, 'open', lockPath, err);
+  }
+  const st = fs.fstatSync(lockFd);
+  const store = new FileStore(abs, lockFd, `${st.dev}:${st.ino}`, opts);
+  try {
+    await store.init();
+  } catch (err) {
+    fs.closeSync(lockFd);
+    throw err;
+  }
+  return store;
+}
