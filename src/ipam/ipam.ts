@@ -65,6 +65,17 @@ export interface IpamOptions {
   maxRetries?: number;
 }
 
+// Pool and block cidrs are parsed over and over on the hot path; they are few, so keep them parsed.
+const parsed = new Map<string, Prefix>();
+function pfx(cidr: string): Prefix {
+  let p = parsed.get(cidr);
+  if (!p) {
+    if (parsed.size > 100_000) parsed.clear();
+    parsed.set(cidr, (p = parsePrefix(cidr)));
+  }
+  return p;
+}
+
 /** 32-bit FNV-1 of a host name: where that host starts looking for a free block, so hosts spread out. */
 export function fnv1(text: string): number {
   let h = 0x811c9dc5;
@@ -223,6 +234,40 @@ interface Ctx {
   cooldownMs: number;
 }
 
+interface AffinityRef {
+  cidr: string;
+  prefix: Prefix;
+  state: 'pending' | 'confirmed' | 'pendingDeletion';
+  rev: number;
+}
+
+/** A host's affinities in one pass, with the blocks behind them loaded on first use. */
+class AffineSet {
+  private readonly loaded = new Map<string, Promise<BlockRecord | undefined>>();
+  constructor(
+    readonly refs: AffinityRef[],
+    private readonly load: (ref: AffinityRef) => Promise<BlockRecord | undefined>,
+  ) {}
+
+  /** How many blocks the host holds (for the per-host block limit). */
+  get count(): number {
+    return this.refs.length;
+  }
+
+  block(ref: AffinityRef): Promise<BlockRecord | undefined> {
+    let p = this.loaded.get(ref.cidr);
+    if (!p) this.loaded.set(ref.cidr, (p = this.load(ref)));
+    return p;
+  }
+
+  /** A block just claimed in this pass. */
+  add(block: BlockRecord): void {
+    const ref: AffinityRef = { cidr: block.cidr, prefix: pfx(block.cidr), state: 'confirmed', rev: 0 };
+    this.refs.push(ref);
+    this.loaded.set(block.cidr, Promise.resolve(block));
+  }
+}
+
 type ReleaseReq = { ips: string[] } | { handle: string };
 type ReleaseOut = { released: string[]; notAllocated: string[] };
 
@@ -232,8 +277,10 @@ export class Ipam {
   private readonly maxRetries: number;
   private readonly assignBatcher: Batcher<AutoAssignArgs, AssignResult>;
   private readonly releaseBatcher: Batcher<ReleaseReq, ReleaseOut>;
-  /** The host's affine blocks, read once per pass (claims in the pass append to it). */
-  private readonly affineCache = new WeakMap<Pass, BlockRecord[]>();
+  /** The host's affinities, read once per pass (claims in the pass add to it). */
+  private readonly affineCache = new WeakMap<Pass, AffineSet>();
+  /** Per host, the affine block that last had room: tried first, so a full block is not re-read for every pod. */
+  private readonly roomHint = new Map<string, string>();
 
   constructor(readonly store: Store, opts: IpamOptions = {}) {
     this.ds = new IpamStore(store);
@@ -266,12 +313,12 @@ export class Ipam {
   /** Add a pool. Refused if the name exists or the cidr overlaps another pool. */
   async addPool(spec: PoolSpec): Promise<Pool> {
     const pool = validatePool(spec);
-    const prefix = parsePrefix(pool.cidr);
+    const prefix = pfx(pool.cidr);
     for (let i = 0; i < this.maxRetries; i++) {
       const setRev = await this.ds.poolSetRevision();
       const pools = await this.ds.pools();
       if (pools.some((p) => p.name === pool.name)) throw new IpamError('CONFLICT', `pool ${pool.name} already exists`);
-      const clash = pools.find((p) => prefixesOverlap(parsePrefix(p.cidr), prefix));
+      const clash = pools.find((p) => prefixesOverlap(pfx(p.cidr), prefix));
       if (clash) throw new IpamError('CONFLICT', `pool ${pool.name} (${pool.cidr}) overlaps pool ${clash.name} (${clash.cidr})`);
       const r = await this.store.txn(
         [{ key: keys.poolSet, modRevision: setRev }, { key: keys.pool(pool.name), modRevision: 0 }],
@@ -370,14 +417,14 @@ export class Ipam {
   /** Candidate pools for a request, in name order; errors say why there are none. */
   private candidatePools(ctx: Ctx, family: Family, item: AutoAssignArgs): Pool[] {
     const use = item.use ?? 'Workload';
-    const ofFamily = ctx.pools.filter((p) => parsePrefix(p.cidr).family === family);
+    const ofFamily = ctx.pools.filter((p) => pfx(p.cidr).family === family);
     if (item.pools && item.pools.length) {
       const chosen: Pool[] = [];
       for (const want of item.pools) {
         const p = ctx.pools.find((x) => x.name === want || x.cidr === want);
         if (!p) throw new IpamError('NO_POOL', `pool ${want} does not exist`);
         if (p.disabled) throw new IpamError('POOL_DISABLED', `pool ${p.name} (${p.cidr}) is disabled`);
-        if (parsePrefix(p.cidr).family !== family) continue;
+        if (pfx(p.cidr).family !== family) continue;
         if (!p.allowedUses.includes(use)) throw new IpamError('NO_POOL_FOR_USE', `pool ${p.name} does not allow use ${use}`);
         chosen.push(p);
       }
@@ -418,7 +465,7 @@ export class Ipam {
     const ords = allocate(block, n, this.attrFor(ctx, item, pool), ctx.now, ctx.cooldownMs);
     if (ords.length === 0) return 0;
     pass.markBlock(block);
-    const prefix = parsePrefix(block.cidr);
+    const prefix = pfx(block.cidr);
     for (const o of ords) {
       out.push({ ip: formatIP(ipAt(prefix, o)), family: prefix.family, prefixLen: prefix.len, pool: pool.name, block: block.cidr });
     }
@@ -441,12 +488,21 @@ export class Ipam {
     let left = want;
     const reasons: string[] = [];
 
-    // (1) The host's own blocks, pool order then address order.
-    const affine = await this.affineBlocks(pass, ctx);
-    const own = affine.filter((b) => poolOf(b)).sort((a, b) => pools.indexOf(poolOf(a)!) - pools.indexOf(poolOf(b)!));
-    for (const b of own) {
+    // (1) The host's own blocks in these pools: the one that last had room first, then pool and address order.
+    // Blocks are loaded lazily, so a host with many full blocks does not read them all for every pod.
+    const affine = await this.affineSet(pass, ctx);
+    const poolIndex = (ref: AffinityRef) => pools.findIndex((p) => prefixContainsPrefix(pfx(p.cidr), ref.prefix));
+    const hint = this.roomHint.get(host.name);
+    const own = affine.refs
+      .filter((r) => poolIndex(r) >= 0)
+      .sort((a, b) => Number(b.cidr === hint) - Number(a.cidr === hint) || poolIndex(a) - poolIndex(b));
+    for (const ref of own) {
       if (left === 0) break;
-      left -= await this.takeFrom(pass, ctx, item, poolOf(b)!, b, left, out);
+      const b = await affine.block(ref);
+      const pool = b && poolOf(b);
+      if (!pool) continue;
+      left -= await this.takeFrom(pass, ctx, item, pool, b, left, out);
+      if (b.unallocated.length) this.roomHint.set(host.name, b.cidr);
     }
 
     // (2) Claim new blocks.
@@ -456,15 +512,16 @@ export class Ipam {
       if (!ctx.config.autoAllocateBlocks) reasons.push('automatic block allocation is off');
       else {
         while (left > 0) {
-          if (limit > 0 && affine.length >= limit) {
+          if (limit > 0 && affine.count >= limit) {
             blockLimitHit = true;
             reasons.push(`host ${host.name} has reached its limit of ${limit} blocks`);
             break;
           }
           const claimed = await this.claimNewBlock(pass, ctx, pools, affine, reasons);
           if (!claimed) break;
-          affine.push(claimed);
+          affine.add(claimed);
           left -= await this.takeFrom(pass, ctx, item, poolOf(claimed)!, claimed, left, out);
+          if (claimed.unallocated.length) this.roomHint.set(host.name, claimed.cidr);
         }
       }
     }
@@ -491,30 +548,39 @@ export class Ipam {
     }
   }
 
-  /** The host's usable affine blocks; finishes claims left pending by a crash and drops dangling affinities. */
-  private async affineBlocks(pass: Pass, ctx: Ctx): Promise<BlockRecord[]> {
-    const cached = this.affineCache.get(pass);
-    if (cached) return cached;
-    const out: BlockRecord[] = [];
-    this.affineCache.set(pass, out);
-    for (const aff of await this.ds.affinities(ctx.host.name)) {
-      const { cidr, state } = aff.value;
-      if (state === 'pendingDeletion') continue;
-      const block = await pass.block(cidr);
-      if (block && affineHost(block) === ctx.host.name) {
-        if (state === 'pending') await this.confirmAffinity(ctx.host.name, cidr, aff.rev);
-        out.push(block);
-      } else if (!block && state === 'pending') {
-        // Phase 1 happened but not phase 2 (a crash, or another process of this host is mid-claim): finish it.
-        const pool = ctx.pools.find((p) => prefixContainsPrefix(parsePrefix(p.cidr), parsePrefix(cidr)));
-        const done = pool && (await this.createAndConfirm(pass, ctx, pool, parsePrefix(cidr), aff.rev, false));
-        if (done) out.push(done);
-      } else if (state === 'confirmed') {
-        // The block is gone or belongs to someone else (an interrupted release): this affinity is stale.
-        await this.store.txn([{ key: keys.affinity(ctx.host.name, cidr), modRevision: aff.rev }], [{ type: 'delete', key: keys.affinity(ctx.host.name, cidr) }]);
-      }
+  /** The host's affinities, read once per pass; blocks behind them are loaded only when needed. */
+  private async affineSet(pass: Pass, ctx: Ctx): Promise<AffineSet> {
+    let set = this.affineCache.get(pass);
+    if (!set) {
+      const refs = (await this.ds.affinities(ctx.host.name))
+        .filter((a) => a.value.state !== 'pendingDeletion')
+        .map((a) => ({ cidr: a.value.cidr, prefix: pfx(a.value.cidr), state: a.value.state, rev: a.rev }))
+        .sort((a, b) => comparePrefix(a.prefix, b.prefix));
+      set = new AffineSet(refs, (ref) => this.loadAffine(pass, ctx, ref));
+      this.affineCache.set(pass, set);
     }
-    return out.sort((a, b) => comparePrefix(parsePrefix(a.cidr), parsePrefix(b.cidr)));
+    return set;
+  }
+
+  /** The block behind an affinity, if usable; finishes claims left pending by a crash and drops dangling ones. */
+  private async loadAffine(pass: Pass, ctx: Ctx, ref: AffinityRef): Promise<BlockRecord | undefined> {
+    const { cidr, state } = ref;
+    const block = await pass.block(cidr);
+    if (block && affineHost(block) === ctx.host.name) {
+      if (state === 'pending') await this.confirmAffinity(ctx.host.name, cidr, ref.rev);
+      return block;
+    }
+    if (!block && state === 'pending') {
+      // Phase 1 happened but not phase 2 (a crash, or another process of this host is mid-claim): finish it.
+      const pool = ctx.pools.find((p) => prefixContainsPrefix(pfx(p.cidr), ref.prefix));
+      return (pool && (await this.createAndConfirm(pass, ctx, pool, ref.prefix, ref.rev, false))) || undefined;
+    }
+    if (state === 'confirmed') {
+      // The block is gone or belongs to someone else (an interrupted release): this affinity is stale.
+      const key = keys.affinity(ctx.host.name, cidr);
+      await this.store.txn([{ key, modRevision: ref.rev }], [{ type: 'delete', key }]);
+    }
+    return undefined;
   }
 
   private async confirmAffinity(host: string, cidr: string, rev: number): Promise<void> {
@@ -528,20 +594,31 @@ export class Ipam {
     }
   }
 
+  /** A perHost pool reserves addresses in the first block a host holds in it, and only there. */
+  private async needsHostReservation(affine: AffineSet, pool: Pool): Promise<boolean> {
+    if (pool.reservation.kind !== 'perHost') return false;
+    const prefix = pfx(pool.cidr);
+    for (const ref of affine.refs) {
+      if (!prefixContainsPrefix(prefix, ref.prefix)) continue;
+      if ((await affine.block(ref))?.hostReservation) return false;
+    }
+    return true;
+  }
+
   /** Whether the pool's reservation leaves room in a block for this host. */
   private usableBlock(pool: Pool, host: Host, hostReservation: boolean): boolean {
-    const prefix = parsePrefix(pool.cidr);
+    const prefix = pfx(pool.cidr);
     const probe = subnetAt(prefix, pool.blockSize, 0);
     const reserved = reservedOrdinals({ cidr: probe, pool, poolPrefix: prefix, host: host.name, os: host.os, hostReservation });
     return reserved.length < 2 ** (maxLen(prefix.family) - pool.blockSize);
   }
 
   /** Claim one free block for the host from the first pool that has one (two-phase). */
-  private async claimNewBlock(pass: Pass, ctx: Ctx, pools: Pool[], affine: BlockRecord[], reasons: string[]): Promise<BlockRecord | undefined> {
+  private async claimNewBlock(pass: Pass, ctx: Ctx, pools: Pool[], affine: AffineSet, reasons: string[]): Promise<BlockRecord | undefined> {
     const existing = new Set((await pass.allBlocks()).map((b) => b.cidr));
     for (const pool of pools) {
-      const prefix = parsePrefix(pool.cidr);
-      const needsHostReservation = pool.reservation.kind === 'perHost' && !affine.some((b) => b.pool === pool.name && b.hostReservation);
+      const prefix = pfx(pool.cidr);
+      const needsHostReservation = await this.needsHostReservation(affine, pool);
       if (pool.reservation.kind === 'auto' && ctx.host.os === 'windows' && !this.usableBlock(pool, ctx.host, false)) {
         reasons.push(`pool ${pool.name}: /${pool.blockSize} blocks are too small for the Windows 4-address reservation (use a micropool reservation policy)`);
         continue;
@@ -583,7 +660,7 @@ export class Ipam {
   private async createAndConfirm(pass: Pass, ctx: Ctx, pool: Pool, cidr: Prefix, affRev: number, hostReservation: boolean): Promise<BlockRecord | undefined> {
     const host = ctx.host.name;
     const text = cidr.toString();
-    const block = newBlock({ cidr, pool, poolPrefix: parsePrefix(pool.cidr), host, os: ctx.host.os, hostReservation });
+    const block = newBlock({ cidr, pool, poolPrefix: pfx(pool.cidr), host, os: ctx.host.os, hostReservation });
     const r = await this.store.txn([{ key: keys.block(text), modRevision: 0 }], [{ type: 'put', key: keys.block(text), value: JSON.stringify(block) }]);
     if (r.succeeded) {
       pass.adoptBlock(block, r.revision);
@@ -609,16 +686,16 @@ export class Ipam {
     const ip = parseIP(args.ip);
     for (let attempt = 0; attempt < this.maxRetries; attempt++) {
       const ctx = await this.context(args.host);
-      const pool = ctx.pools.find((p) => prefixContainsIP(parsePrefix(p.cidr), ip));
+      const pool = ctx.pools.find((p) => prefixContainsIP(pfx(p.cidr), ip));
       if (!pool) throw new IpamError('NO_POOL', `${args.ip} is not in any pool`);
       const cidr = prefixOf(ip, pool.blockSize);
       const pass = new Pass(this.ds);
       let block = await pass.block(cidr.toString());
       if (!block) {
-        const affine = await this.affineBlocks(pass, ctx);
+        const affine = await this.affineSet(pass, ctx);
         const limit = ctx.config.maxBlocksPerHost;
-        if (limit > 0 && affine.length >= limit) throw new IpamError('IN_USE', `host ${ctx.host.name} has reached its limit of ${limit} blocks`);
-        const needsHostReservation = pool.reservation.kind === 'perHost' && !affine.some((b) => b.pool === pool.name && b.hostReservation);
+        if (limit > 0 && affine.count >= limit) throw new IpamError('IN_USE', `host ${ctx.host.name} has reached its limit of ${limit} blocks`);
+        const needsHostReservation = await this.needsHostReservation(affine, pool);
         block = await this.twoPhaseClaim(pass, ctx, pool, cidr, needsHostReservation);
         if (!block) continue; // lost a race for the block; look again
       }
@@ -684,7 +761,7 @@ export class Ipam {
           for (const cidr of Object.keys(rec?.blocks ?? {})) {
             const block = await pass.block(cidr);
             if (!block) continue;
-            const prefix = parsePrefix(cidr);
+            const prefix = pfx(cidr);
             for (const o of ordinalsOfHandle(block, item.handle)) await releaseIn(block, o, out, formatIP(ipAt(prefix, o)));
           }
           continue;
@@ -709,13 +786,13 @@ export class Ipam {
   }
 
   private async blockOf(pass: Pass, pools: Pool[], ip: IP): Promise<BlockRecord | undefined> {
-    const pool = pools.find((p) => prefixContainsIP(parsePrefix(p.cidr), ip));
+    const pool = pools.find((p) => prefixContainsIP(pfx(p.cidr), ip));
     if (pool) {
       const b = await pass.block(prefixOf(ip, pool.blockSize).toString());
       if (b) return b;
     }
     // The pool may be gone or resized: fall back to a scan.
-    return (await pass.allBlocks()).find((b) => prefixContainsIP(parsePrefix(b.cidr), ip));
+    return (await pass.allBlocks()).find((b) => prefixContainsIP(pfx(b.cidr), ip));
   }
 
   // ---- affinities ---------------------------------------------------------------------------------------------
@@ -724,12 +801,12 @@ export class Ipam {
   async claimAffinity(cidrText: string, hostName: string): Promise<{ claimed: string[]; failed: string[] }> {
     const cidr = parsePrefix(cidrText);
     const ctx = await this.context(hostName);
-    const pool = ctx.pools.find((p) => prefixContainsPrefix(parsePrefix(p.cidr), cidr));
+    const pool = ctx.pools.find((p) => prefixContainsPrefix(pfx(p.cidr), cidr));
     if (!pool) throw new IpamError('NO_POOL', `${cidrText} is not inside any pool`);
     if (cidr.len > pool.blockSize) throw new IpamError('INVALID', `${cidrText} is smaller than pool ${pool.name}'s /${pool.blockSize} blocks`);
     const out = { claimed: [] as string[], failed: [] as string[] };
     const pass = new Pass(this.ds);
-    const affine = await this.affineBlocks(pass, ctx);
+    const affine = await this.affineSet(pass, ctx);
     for (let i = 0; i < subnetCount(cidr, pool.blockSize); i++) {
       const b = subnetAt(cidr, pool.blockSize, i);
       const existing = await pass.block(b.toString());
@@ -738,13 +815,12 @@ export class Ipam {
         continue;
       }
       const limit = ctx.config.maxBlocksPerHost;
-      if (limit > 0 && affine.length >= limit) {
+      if (limit > 0 && affine.count >= limit) {
         out.failed.push(b.toString());
         continue;
       }
-      const needsHostReservation = pool.reservation.kind === 'perHost' && !affine.some((x) => x.pool === pool.name && x.hostReservation);
-      const got = await this.twoPhaseClaim(pass, ctx, pool, b, needsHostReservation);
-      if (got) affine.push(got);
+      const got = await this.twoPhaseClaim(pass, ctx, pool, b, await this.needsHostReservation(affine, pool));
+      if (got) affine.add(got);
       (got ? out.claimed : out.failed).push(b.toString());
     }
     return out;
@@ -756,7 +832,7 @@ export class Ipam {
    */
   async releaseAffinity(cidrText: string, hostName: string, opts: { requireEmpty?: boolean } = {}): Promise<{ released: string[] }> {
     const cidr = parsePrefix(cidrText);
-    const affs = (await this.ds.affinities(hostName)).filter((a) => prefixContainsPrefix(cidr, parsePrefix(a.value.cidr)));
+    const affs = (await this.ds.affinities(hostName)).filter((a) => prefixContainsPrefix(cidr, pfx(a.value.cidr)));
     if (affs.length === 0) throw new IpamError('NOT_FOUND', `host ${hostName} has no affinity inside ${cidrText}`);
     const released: string[] = [];
     for (const first of affs) {
@@ -808,16 +884,16 @@ export class Ipam {
   async routes(host: string): Promise<RouteView> {
     const pools = await this.ds.pools();
     const exported = (cidr: Prefix): boolean => {
-      const p = pools.find((x) => prefixContainsPrefix(parsePrefix(x.cidr), cidr));
+      const p = pools.find((x) => prefixContainsPrefix(pfx(x.cidr), cidr));
       return !p || !p.disableBGPExport;
     };
     const aggregates = (await this.ds.affinities(host))
-      .filter((a) => a.value.state === 'confirmed' && exported(parsePrefix(a.value.cidr)))
-      .map((a) => parsePrefix(a.value.cidr));
+      .filter((a) => a.value.state === 'confirmed' && exported(pfx(a.value.cidr)))
+      .map((a) => pfx(a.value.cidr));
     const hosts: Prefix[] = [];
     for (const { value: b } of await this.ds.blocks()) {
       if (affineHost(b) === host) continue;
-      const prefix = parsePrefix(b.cidr);
+      const prefix = pfx(b.cidr);
       if (!exported(prefix)) continue;
       b.allocations.forEach((idx, o) => {
         if (idx !== null && b.attributes[idx].host === host) hosts.push(hostPrefix(ipAt(prefix, o)));

@@ -9,6 +9,8 @@ interface WatchEntry {
 
 export class KvState {
   private readonly map = new Map<string, KeyValue>();
+  /** Keys in sorted order, so a prefix list is a binary search plus a slice, not a scan of every key. */
+  private sorted: string[] = [];
   private rev = 0;
   private readonly watchers = new Set<WatchEntry>();
 
@@ -26,8 +28,9 @@ export class KvState {
 
   list(prefix: string): KeyValue[] {
     const out: KeyValue[] = [];
-    for (const kv of this.map.values()) if (kv.key.startsWith(prefix)) out.push(kv);
-    out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    for (let i = lowerBound(this.sorted, prefix); i < this.sorted.length && this.sorted[i].startsWith(prefix); i++) {
+      out.push(this.map.get(this.sorted[i])!);
+    }
     return out;
   }
 
@@ -63,6 +66,7 @@ export class KvState {
     for (const op of ops) {
       if (op.type === 'put') {
         const old = this.map.get(op.key);
+        if (!old) insertSorted(this.sorted, op.key);
         this.map.set(op.key, {
           key: op.key,
           value: op.value,
@@ -71,6 +75,7 @@ export class KvState {
         });
         events.push({ type: 'put', key: op.key, value: op.value, revision });
       } else if (this.map.delete(op.key)) {
+        removeSorted(this.sorted, op.key);
         events.push({ type: 'delete', key: op.key, revision });
       }
     }
@@ -79,6 +84,7 @@ export class KvState {
 
   /** Load a snapshot entry (keeps its revisions). */
   load(kv: KeyValue, storeRevision: number): void {
+    if (!this.map.has(kv.key)) insertSorted(this.sorted, kv.key);
     this.map.set(kv.key, kv);
     if (storeRevision > this.rev) this.rev = storeRevision;
   }
@@ -89,6 +95,7 @@ export class KvState {
 
   clear(): void {
     this.map.clear();
+    this.sorted = [];
     this.rev = 0;
   }
 
@@ -104,4 +111,28 @@ export class KvState {
       if (mine.length) w.onEvent(mine);
     }
   }
+}
+
+/** First index whose key is >= `key`. */
+function lowerBound(keys: string[], key: string): number {
+  let lo = 0;
+  let hi = keys.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (keys[mid] < key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function insertSorted(keys: string[], key: string): void {
+  const i = lowerBound(keys, key);
+  // Appending in order (the common case when loading a log) stays O(1).
+  if (i === keys.length) keys.push(key);
+  else keys.splice(i, 0, key);
+}
+
+function removeSorted(keys: string[], key: string): void {
+  const i = lowerBound(keys, key);
+  if (keys[i] === key) keys.splice(i, 1);
 }

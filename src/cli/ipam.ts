@@ -1,0 +1,195 @@
+// `blockspeaker ipam --store DIR <command>`: drive IPAM directly against a store. JSON on stdout.
+import { Ipam } from '../ipam/ipam.ts';
+import type { Host, PoolSpec, ReservationPolicy, Use } from '../ipam/types.ts';
+import { openStore } from '../store/open.ts';
+import { boolOption, CliError, intOption, parse, printJson, required } from './args.ts';
+
+const HELP = `usage: blockspeaker ipam --store DIR <command> [options]
+
+commands:
+  pool add --name N --cidr C [--block-size S] [--node-selector EXPR] [--disabled] [--allowed-uses Workload,Tunnel]
+           [--nat-outgoing] [--disable-bgp-export] [--reserve per-block:3:1|per-host:N|per-pool:N|none|auto]
+  pool list | pool delete --name N
+  host set --name H --os linux|windows [--label k=v ...]
+  config set [--strict-affinity true|false] [--max-blocks-per-host N] [--auto-allocate-blocks true|false] [--ip-cooldown S]
+  config show
+  assign --host H [--num4 N] [--num6 N] [--handle ID] [--pool CIDR|NAME ...] [--use Workload|Tunnel] [--max-blocks N]
+  assign-ip --host H --ip A [--handle ID]
+  release --ip A [--ip A ...] | release --handle ID
+  claim --host H --cidr C
+  release-affinity --host H --cidr C [--require-empty]
+  blocks [--host H]
+  routes --host H
+`;
+
+export function parseReservation(text: string | undefined): ReservationPolicy | undefined {
+  if (text === undefined) return undefined;
+  if (text === 'none') return { kind: 'none' };
+  if (text === 'auto') return { kind: 'auto' };
+  let m = /^per-block:(\d+):(\d+)$/.exec(text);
+  if (m) return { kind: 'perBlock', start: Number(m[1]), end: Number(m[2]) };
+  m = /^per-(host|pool):(\d+)$/.exec(text);
+  if (m) return m[1] === 'host' ? { kind: 'perHost', count: Number(m[2]) } : { kind: 'perPool', count: Number(m[2]) };
+  throw new CliError(`--reserve must be per-block:START:END, per-host:N, per-pool:N, none or auto; got "${text}"`);
+}
+
+function parseUses(text: string | undefined): Use[] | undefined {
+  if (text === undefined) return undefined;
+  const uses = text.split(',').map((s) => s.trim());
+  for (const u of uses) if (u !== 'Workload' && u !== 'Tunnel') throw new CliError(`--allowed-uses: unknown use "${u}" (Workload, Tunnel)`);
+  return uses as Use[];
+}
+
+function parseLabels(list: string[] | undefined): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const item of list ?? []) {
+    const eq = item.indexOf('=');
+    if (eq <= 0) throw new CliError(`--label must be key=value, got "${item}"`);
+    labels[item.slice(0, eq)] = item.slice(eq + 1);
+  }
+  return labels;
+}
+
+async function dispatch(ipam: Ipam, words: string[], argv: string[]): Promise<void> {
+  const cmd = words.join(' ');
+  switch (cmd) {
+    case 'pool add': {
+      const { values: v } = parse(cmd, argv, {
+        name: { type: 'string' }, cidr: { type: 'string' }, 'block-size': { type: 'string' }, 'node-selector': { type: 'string' },
+        disabled: { type: 'boolean' }, 'allowed-uses': { type: 'string' }, 'nat-outgoing': { type: 'boolean' },
+        'disable-bgp-export': { type: 'boolean' }, reserve: { type: 'string' },
+      });
+      const spec: PoolSpec = { name: required(cmd, v, 'name'), cidr: required(cmd, v, 'cidr') };
+      const bs = intOption(cmd, 'block-size', v['block-size'], 0, 128);
+      if (bs !== undefined) spec.blockSize = bs;
+      if (v['node-selector'] !== undefined) spec.nodeSelector = v['node-selector'];
+      if (v.disabled) spec.disabled = true;
+      if (v['nat-outgoing']) spec.natOutgoing = true;
+      if (v['disable-bgp-export']) spec.disableBGPExport = true;
+      const uses = parseUses(v['allowed-uses']);
+      if (uses) spec.allowedUses = uses;
+      const res = parseReservation(v.reserve);
+      if (res) spec.reservation = res;
+      printJson(await ipam.addPool(spec));
+      return;
+    }
+    case 'pool list':
+      parse(cmd, argv, {});
+      printJson(await ipam.listPools());
+      return;
+    case 'pool delete': {
+      const { values: v } = parse(cmd, argv, { name: { type: 'string' } });
+      const name = required(cmd, v, 'name');
+      await ipam.deletePool(name);
+      printJson({ deleted: name });
+      return;
+    }
+    case 'host set': {
+      const { values: v } = parse(cmd, argv, { name: { type: 'string' }, os: { type: 'string' }, label: { type: 'string', multiple: true } });
+      const host: Host = { name: required(cmd, v, 'name'), os: required(cmd, v, 'os') as Host['os'], labels: parseLabels(v.label) };
+      printJson(await ipam.setHost(host));
+      return;
+    }
+    case 'config set': {
+      const { values: v } = parse(cmd, argv, {
+        'strict-affinity': { type: 'string' }, 'max-blocks-per-host': { type: 'string' },
+        'auto-allocate-blocks': { type: 'string' }, 'ip-cooldown': { type: 'string' },
+      });
+      const patch: Record<string, unknown> = {};
+      const sa = boolOption(cmd, 'strict-affinity', v['strict-affinity']);
+      if (sa !== undefined) patch.strictAffinity = sa;
+      const mb = intOption(cmd, 'max-blocks-per-host', v['max-blocks-per-host'], 0, 1e9);
+      if (mb !== undefined) patch.maxBlocksPerHost = mb;
+      const aa = boolOption(cmd, 'auto-allocate-blocks', v['auto-allocate-blocks']);
+      if (aa !== undefined) patch.autoAllocateBlocks = aa;
+      const cd = intOption(cmd, 'ip-cooldown', v['ip-cooldown'], 0, 1e9);
+      if (cd !== undefined) patch.ipCooldownSeconds = cd;
+      printJson(await ipam.setConfig(patch));
+      return;
+    }
+    case 'config show':
+      parse(cmd, argv, {});
+      printJson(await ipam.getConfig());
+      return;
+    case 'assign': {
+      const { values: v } = parse(cmd, argv, {
+        host: { type: 'string' }, num4: { type: 'string' }, num6: { type: 'string' }, handle: { type: 'string' },
+        pool: { type: 'string', multiple: true }, use: { type: 'string' }, 'max-blocks': { type: 'string' },
+      });
+      const host = required(cmd, v, 'host');
+      let num4 = intOption(cmd, 'num4', v.num4, 0, 1 << 20);
+      const num6 = intOption(cmd, 'num6', v.num6, 0, 1 << 20);
+      if (num4 === undefined && num6 === undefined) num4 = 1;
+      if (v.use !== undefined && v.use !== 'Workload' && v.use !== 'Tunnel') throw new CliError(`assign: --use must be Workload or Tunnel, got "${v.use}"`);
+      const r = await ipam.autoAssign({
+        host, num4, num6, handle: v.handle, pools: v.pool, use: v.use as Use | undefined,
+        maxBlocks: intOption(cmd, 'max-blocks', v['max-blocks'], 0, 1e9),
+      });
+      printJson({ ipv4: r.ipv4.map((a) => `${a.ip}/${a.prefixLen}`), ipv6: r.ipv6.map((a) => `${a.ip}/${a.prefixLen}`), messages: r.messages });
+      return;
+    }
+    case 'assign-ip': {
+      const { values: v } = parse(cmd, argv, { host: { type: 'string' }, ip: { type: 'string' }, handle: { type: 'string' } });
+      const a = await ipam.assignIP({ host: required(cmd, v, 'host'), ip: required(cmd, v, 'ip'), handle: v.handle });
+      printJson({ ip: `${a.ip}/${a.prefixLen}`, pool: a.pool, block: a.block });
+      return;
+    }
+    case 'release': {
+      const { values: v } = parse(cmd, argv, { ip: { type: 'string', multiple: true }, handle: { type: 'string' } });
+      if (v.handle !== undefined && v.ip) throw new CliError('release: give either --ip or --handle, not both');
+      if (v.handle !== undefined) printJson({ released: await ipam.releaseByHandle(v.handle), notAllocated: [] });
+      else if (v.ip && v.ip.length) printJson(await ipam.releaseIPs(v.ip));
+      else throw new CliError('release: --ip or --handle is required');
+      return;
+    }
+    case 'claim': {
+      const { values: v } = parse(cmd, argv, { host: { type: 'string' }, cidr: { type: 'string' } });
+      printJson(await ipam.claimAffinity(required(cmd, v, 'cidr'), required(cmd, v, 'host')));
+      return;
+    }
+    case 'release-affinity': {
+      const { values: v } = parse(cmd, argv, { host: { type: 'string' }, cidr: { type: 'string' }, 'require-empty': { type: 'boolean' } });
+      printJson(await ipam.releaseAffinity(required(cmd, v, 'cidr'), required(cmd, v, 'host'), { requireEmpty: v['require-empty'] ?? false }));
+      return;
+    }
+    case 'blocks': {
+      const { values: v } = parse(cmd, argv, { host: { type: 'string' } });
+      printJson(await ipam.blocks(v.host));
+      return;
+    }
+    case 'routes': {
+      const { values: v } = parse(cmd, argv, { host: { type: 'string' } });
+      printJson(await ipam.routes(required(cmd, v, 'host')));
+      return;
+    }
+    default:
+      throw new CliError(`ipam: unknown command "${cmd}"\n${HELP}`);
+  }
+}
+
+export async function run(argv: string[]): Promise<number> {
+  // Global options come before the command words: --store DIR (or BLOCKSPEAKER_STORE), --json (the default).
+  let store = process.env.BLOCKSPEAKER_STORE;
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--store') store = argv[++i];
+    else if (a.startsWith('--store=')) store = a.slice(8);
+    else if (a === '--json') continue;
+    else if (a === '--help' || a === '-h') {
+      process.stdout.write(HELP);
+      return 0;
+    } else rest.push(a);
+  }
+  const words: string[] = [];
+  while (rest.length && !rest[0].startsWith('-')) words.push(rest.shift()!);
+  if (words.length === 0) throw new CliError(`ipam: a command is required\n${HELP}`);
+  if (!store) throw new CliError('ipam: --store DIR is required (or set BLOCKSPEAKER_STORE)');
+  const ipam = new Ipam(await openStore(store));
+  try {
+    await dispatch(ipam, words, rest);
+  } finally {
+    await ipam.store.close();
+  }
+  return 0;
+}
