@@ -424,15 +424,21 @@ export class FileStore implements Store {
   private enqueue(compares: Compare[], ops: Op[], deleteIfExists?: string): Promise<TxnResult> {
     return new Promise<TxnResult>((resolve, reject) => {
       this.queue.push({ compares, ops, deleteIfExists, resolve, reject });
-      if (!this.flushScheduled && !this.flushing) {
-        this.flushScheduled = true;
-        // setImmediate rather than a microtask: lets every caller that is about to issue a txn in this turn of
-        // the event loop (e.g. the continuations of the previous batch) join the batch.
-        setImmediate(() => {
-          this.flushScheduled = false;
-          this.flushing = this.runFlush();
-        });
-      }
+      this.kick();
+    });
+  }
+
+  private kick(): void {
+    if (this.flushScheduled || this.flushing) return;
+    this.flushScheduled = true;
+    // setImmediate rather than a microtask: lets every caller that is about to issue a txn in this turn of the
+    // event loop (e.g. the continuations of the previous batch) join the batch.
+    setImmediate(() => {
+      this.flushScheduled = false;
+      this.flushing = this.runFlush().finally(() => {
+        this.flushing = undefined;
+        if (this.queue.length) this.kick(); // queued after the loop's last look
+      });
     });
   }
 
@@ -440,10 +446,14 @@ export class FileStore implements Store {
     while (this.queue.length) {
       const batch = this.queue;
       this.queue = [];
-      await this.commitBatch(batch);
+      try {
+        await this.commitBatch(batch);
+      } catch (err) {
+        // commitBatch settles its entries itself; this only guards against a bug leaving callers hanging.
+        for (const e of batch) e.reject(err);
+      }
       if (this.queue.length) await new Promise((r) => setImmediate(r));
     }
-    this.flushing = undefined;
   }
 
   private async commitBatch(batch: Entry[]): Promise<void> {
@@ -583,15 +593,19 @@ export class FileStore implements Store {
   private unlock(): void {
     try {
       fsx.unlock(this.lockFd);
-    } finally {
-      releaseProcessLock(this.lockKey);
+    } catch (err) {
+      // Cannot happen on a valid fd; if it does, other processes may be blocked, so stop using the store.
+      this.broken ??= fsError(this.name, 'unlock', path.join(this.dir, 'LOCK'), err);
     }
+    releaseProcessLock(this.lockKey);
   }
 
   // ---- reading the log -------------------------------------------------------------------------------------
 
+  private readonly headerScratch = Buffer.alloc(HEADER);
+
   private readHeader(fd: number, locked: boolean): Header | undefined {
-    const b = Buffer.alloc(HEADER);
+    const b = this.headerScratch; // read on every get(): no allocation
     // Without the lock a writer may be rewriting the commit word as we read it: retry a torn read.
     for (let attempt = 0; attempt < 5; attempt++) {
       let got: number;
@@ -866,7 +880,8 @@ export class FileStore implements Store {
       batch = [];
       bytes = 0;
     };
-    for (const kv of state.entries()) {
+    // Key order: loading then appends to a sorted index instead of inserting into the middle of it.
+    for (const kv of state.list('')) {
       batch.push([kv.key, kv.value, kv.createRevision, kv.modRevision]);
       bytes += kv.key.length + kv.value.length + 32;
       if (bytes >= SNAPSHOT_CHUNK) flush();
@@ -959,7 +974,8 @@ export async function openFileStore(dir: string, opts: FileStoreOptions = {}): P
   const abs = path.resolve(dir);
   const name = `file:${abs}`;
   try {
-    fs.mkdirSync(abs, { recursive: true });
+    // A directory created here must survive a crash too: sync its parent's entry.
+    if (fs.mkdirSync(abs, { recursive: true }) !== undefined) fsyncDir(path.dirname(abs));
   } catch (err) {
     throw fsError(name, 'create directory', abs, err);
   }

@@ -93,6 +93,7 @@ t.test('SIGKILL at random moments, two writers at once: every acknowledged txn s
   const opts = JSON.stringify({ compactMinBytes: 32 * 1024, compactRatio: 2 });
   const latest = new Map<string, number>(); // slot key -> highest acknowledged i
   let acked = 0;
+  let compacted = 0;
   const start = Date.now();
   const start2 = (trial: number) => ['p0/', 'p1/'].map((prefix) => startCrashChild(dir, trial * 1_000_000, prefix, opts));
   let next = start2(0);
@@ -128,8 +129,10 @@ t.test('SIGKILL at random moments, two writers at once: every acknowledged txn s
     const counts = runs.map((r) => r.acks.length).join('+');
     t.equal(missing, 0, `trial ${trial}: ${counts} acknowledged txns, killed after ${delays.join('/')} ms, none lost`);
     t.ok((await s.revision()) >= maxRev, 'revision at least the last acknowledged one');
+    compacted = s.stats().compactedRevision;
     await s.close();
   }
+  t.ok(compacted > 0, `the log was compacted along the way (snapshot at revision ${compacted})`);
   t.ok(acked > trials * 20, `${acked} acknowledged txns over ${trials * 2} kills in ${Date.now() - start} ms`);
 });
 

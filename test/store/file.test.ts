@@ -226,19 +226,35 @@ t.test('torn tail: a cut-off or garbage last record is dropped on open', async (
   }
 });
 
-/** Rewrite the header's committed length (valid checksum), as a crashed writer might leave it. */
-function setCommitted(dir: string, committed: number): void {
+/** Rewrite the header's committed length and flags (valid checksum), as a crashed writer might leave them. */
+function setCommitted(dir: string, committed: number, flags = 0): void {
   const fd = fs.openSync(logOf(dir), 'r+');
   const b = Buffer.alloc(12);
   b.writeUInt32LE(committed, 0);
   b.writeUInt32LE(0, 4);
-  b.writeUInt32LE(0, 8);
+  b.writeUInt32LE(flags, 8);
   fs.writeSync(fd, b, 0, 12, 8);
   const crc = Buffer.alloc(4);
   crc.writeUInt32LE(crc32(b), 0);
   fs.writeSync(fd, crc, 0, 4, 20);
   fs.closeSync(fd);
 }
+
+t.test('a log left sealed by a compactor that died before its rename still works', async (t) => {
+  const dir = tmpDir(t);
+  await fill(dir, 5);
+  setCommitted(dir, fs.statSync(logOf(dir)).size, 1);
+  const a = await openFileStore(dir);
+  const b = await openFileStore(dir);
+  t.equal((await a.get('k4'))?.value, 'value 4');
+  setCommitted(dir, fs.statSync(logOf(dir)).size, 1); // sealed again behind the open stores' backs
+  await a.put('k5', 'value 5');
+  t.equal((await b.get('k5'))?.value, 'value 5', 'a reader of a sealed (but not replaced) log still follows it');
+  const header = fs.readFileSync(logOf(dir)).subarray(16, 20).readUInt32LE(0);
+  t.equal(header, 0, 'the next writer cleared the seal');
+  await a.close();
+  await b.close();
+});
 
 t.test('corruption in the middle of the log is a clear StoreError', async (t) => {
   const dir = tmpDir(t);
