@@ -1,0 +1,905 @@
+// The routing tables: Adj-RIB-In per source, the Loc-RIB with best path and multipath per prefix, Adj-RIB-Out per
+// peer, and a batched change feed of best-path changes.
+//
+// Storage is built for a full Internet table (~1.3M prefixes x ~3 paths) in little memory:
+//  - one radix trie per family maps a prefix to a *record* index (stable for the prefix's life);
+//  - a record holds the prefix's words and the head of a linked list of path entries;
+//  - a path entry is 15 bytes in typed arrays: source index, received (Adj-RIB-In) attribute id, effective
+//    (post-import-policy) attribute id, next entry, flags. Attribute ids come from an AttrInterner, so the few
+//    thousand distinct attribute sets are the only objects. Path objects are only built for callers.
+// The list is kept ordered: best first, then the rest of the multipath set, then the others.
+//
+// The change feed is pure: changes are collected per prefix (the state before the first change in the batch is
+// remembered), and flush() delivers the net effect of the batch. A caller-supplied scheduler decides when flush
+// runs (setImmediate, a microtask, or never and the caller flushes by hand).
+import { type Family, IP, Prefix, ipEquals } from '../net/ip.ts';
+import { AttrInterner, defaultInterner, type PathAttrs } from './attrs.ts';
+import { selectBest, type BestPathOptions, type Path, type PeerInfo } from './bestpath.ts';
+import { Trie, type TrieOptions } from './trie.ts';
+
+export type ImportPolicy = (prefix: Prefix, attrs: PathAttrs, source: string) => PathAttrs | null;
+export type ExportPolicy = (prefix: Prefix, best: Path, multipath: readonly Path[]) => PathAttrs | null;
+
+export interface RibOptions {
+  /** Attribute table shared with the BGP codec; defaults to the process-wide one. */
+  interner?: AttrInterner;
+  /** maxPaths (ECMP set size, default 1) and alwaysCompareMed. */
+  bestPath?: BestPathOptions;
+  /** Called once when a batch gets its first change; it must arrange for `flush` to run later. */
+  schedule?: (flush: () => void) => void;
+  /** Options for the Loc-RIB tries (e.g. a smaller rootBits for small tables and tests). */
+  trie?: TrieOptions;
+}
+
+export interface SourceOptions {
+  /** Applied to every received route; null rejects it (kept in Adj-RIB-In, not a candidate). */
+  importPolicy?: ImportPolicy;
+}
+
+export interface RibChange {
+  type: 'add' | 'replace' | 'withdraw';
+  prefix: Prefix;
+  /** The new best path; absent on withdraw. */
+  best?: Path;
+  /** The ECMP set (best first); only when maxPaths > 1 and not a withdraw. */
+  multipath?: Path[];
+}
+
+export interface RibRoute {
+  prefix: Prefix;
+  best: Path;
+  multipath: Path[];
+}
+
+export interface AdjRibInEntry {
+  prefix: Prefix;
+  /** As received. */
+  attrs: PathAttrs;
+  /** After import policy; null when the policy rejected it. */
+  effective: PathAttrs | null;
+  stale: boolean;
+}
+
+export interface SourceCounts {
+  /** Routes held from the source (Adj-RIB-In). */
+  received: number;
+  /** Of those, accepted by import policy (candidates). */
+  accepted: number;
+  /** Of those, currently selected as best. */
+  best: number;
+  /** Of those, marked stale (graceful restart) and not yet refreshed. */
+  stale: number;
+}
+
+/** Routes to send to one peer: announcements grouped by attribute set (one UPDATE each), and withdrawals. */
+export interface ExportUpdate {
+  announce: Map<PathAttrs, Prefix[]>;
+  withdraw: Prefix[];
+}
+
+const NONE = -1;
+const STALE = 1;
+const BEST = 2;
+const MULTI = 4;
+const FREE_LEN = 255; // record length marker for a free record
+const MAX_SOURCES = 0xffff;
+
+// ---- path entry pool ----------------------------------------------------------------------------------------
+
+class EntryPool {
+  src = new Uint16Array(1024);
+  raw = new Int32Array(1024);
+  eff = new Int32Array(1024);
+  next = new Int32Array(1024);
+  flags = new Uint8Array(1024);
+  private top = 0;
+  private freeHead = NONE;
+  live = 0;
+
+  alloc(): number {
+    let e = this.freeHead;
+    if (e !== NONE) this.freeHead = this.next[e];
+    else {
+      if (this.top === this.src.length) this.grow();
+      e = this.top++;
+    }
+    this.live++;
+    return e;
+  }
+
+  free(e: number): void {
+    this.next[e] = this.freeHead;
+    this.freeHead = e;
+    this.live--;
+  }
+
+  bytes(): number {
+    return this.src.byteLength + this.raw.byteLength + this.eff.byteLength + this.next.byteLength + this.flags.byteLength;
+  }
+
+  private grow(): void {
+    // 1.5x: a full table's doubling slack would otherwise cost tens of MB.
+    const cap = Math.ceil(this.src.length * 1.5);
+    const g = <T extends Uint16Array | Int32Array | Uint8Array>(a: T, n: T): T => (n.set(a), n);
+    this.src = g(this.src, new Uint16Array(cap));
+    this.raw = g(this.raw, new Int32Array(cap));
+    this.eff = g(this.eff, new Int32Array(cap));
+    this.next = g(this.next, new Int32Array(cap));
+    this.flags = g(this.flags, new Uint8Array(cap));
+  }
+}
+
+// ---- per-family prefix records ------------------------------------------------------------------------------
+
+class Table {
+  readonly trie: Trie;
+  readonly wpr: number; // address words stored per record
+  words: Uint32Array;
+  len: Uint8Array;
+  head: Int32Array;
+  private top = 0;
+  private freeHead = NONE;
+  live = 0;
+
+  constructor(readonly family: Family, trieOpts: TrieOptions | undefined) {
+    this.trie = new Trie(family, trieOpts);
+    this.wpr = family === 4 ? 1 : 4;
+    this.words = new Uint32Array(1024 * this.wpr);
+    this.len = new Uint8Array(1024);
+    this.head = new Int32Array(1024);
+  }
+
+  get highWater(): number {
+    return this.top;
+  }
+
+  find(p: Prefix): number {
+    return this.trie.getWords(p.w0, p.w1, p.w2, p.w3, p.len);
+  }
+
+  /** The record for `p`, created (empty) if absent. */
+  findOrAdd(p: Prefix): number {
+    const r = this.find(p);
+    if (r !== NONE) return r;
+    let n = this.freeHead;
+    if (n !== NONE) this.freeHead = this.head[n];
+    else {
+      if (this.top === this.len.length) this.grow();
+      n = this.top++;
+    }
+    const o = n * this.wpr;
+    this.words[o] = p.w0;
+    if (this.wpr === 4) {
+      this.words[o + 1] = p.w1;
+      this.words[o + 2] = p.w2;
+      this.words[o + 3] = p.w3;
+    }
+    this.len[n] = p.len;
+    this.head[n] = NONE;
+    this.trie.insertWords(p.w0, p.w1, p.w2, p.w3, p.len, n);
+    this.live++;
+    return n;
+  }
+
+  /** Remove an (empty) record from the trie and recycle it. */
+  remove(r: number): void {
+    const o = r * this.wpr;
+    const w = this.words;
+    if (this.wpr === 1) this.trie.deleteWords(w[o], 0, 0, 0, this.len[r]);
+    else this.trie.deleteWords(w[o], w[o + 1], w[o + 2], w[o + 3], this.len[r]);
+    this.len[r] = FREE_LEN;
+    this.head[r] = this.freeHead;
+    this.freeHead = r;
+    this.live--;
+  }
+
+  isLive(r: number): boolean {
+    return this.len[r] !== FREE_LEN;
+  }
+
+  prefix(r: number): Prefix {
+    const o = r * this.wpr;
+    const w = this.words;
+    return this.wpr === 1
+      ? new Prefix(4, w[o], 0, 0, 0, this.len[r])
+      : new Prefix(6, w[o], w[o + 1], w[o + 2], w[o + 3], this.len[r]);
+  }
+
+  bytes(): number {
+    return this.words.byteLength + this.len.byteLength + this.head.byteLength + this.trie.memoryBytes();
+  }
+
+  private grow(): void {
+    const cap = Math.ceil(this.len.length * 1.5);
+    const words = new Uint32Array(cap * this.wpr);
+    words.set(this.words);
+    const len = new Uint8Array(cap);
+    len.set(this.len);
+    const head = new Int32Array(cap);
+    head.set(this.head);
+    this.words = words;
+    this.len = len;
+    this.head = head;
+  }
+}
+
+// A reusable Path used as a best-path candidate, so selection allocates no path objects.
+class Candidate implements Path {
+  source = '';
+  attrs!: PathAttrs;
+  peer!: PeerInfo;
+  stale = false;
+  entry = NONE;
+}
+
+interface Pending {
+  fi: number;
+  rec: number;
+  prefix: Prefix;
+  // [source, attrs id] pairs of the best path and multipath before the batch (ids retained until flush).
+  before: number[] | null;
+}
+
+interface SourceState {
+  name: string;
+  peer: PeerInfo;
+  policy: ImportPolicy | undefined;
+  counts: SourceCounts;
+}
+
+// ---- the RIB ------------------------------------------------------------------------------------------------
+
+export class Rib {
+  readonly interner: AttrInterner;
+  private readonly maxPaths: number;
+  private readonly bestOpts: BestPathOptions;
+  private readonly schedule: ((flush: () => void) => void) | undefined;
+  private readonly tables: [Table, Table];
+  private readonly e = new EntryPool();
+
+  private readonly sourceIdx = new Map<string, number>();
+  private readonly sources: (SourceState | undefined)[] = [];
+  private freeSources: number[] = [];
+  private retiredSources: number[] = []; // freed during a batch; reusable after the flush
+
+  private readonly subscribers = new Set<(batch: readonly RibChange[]) => void>();
+  private pending = new Map<number, Pending>();
+  private scheduled = false;
+
+  private readonly adjOut = new Map<string, AdjRibOut>();
+
+  // Scratch for selection (grown as needed, never shrunk).
+  private readonly cands: Candidate[] = [];
+  private readonly pool: Candidate[] = [];
+  private listScratch = new Int32Array(16);
+
+  constructor(opts: RibOptions = {}) {
+    this.interner = opts.interner ?? defaultInterner;
+    this.bestOpts = { ...opts.bestPath };
+    this.maxPaths = Math.max(1, opts.bestPath?.maxPaths ?? 1);
+    this.schedule = opts.schedule;
+    this.tables = [new Table(4, opts.trie), new Table(6, opts.trie)];
+  }
+
+  // ---- sources ----------------------------------------------------------------------------------------------
+
+  /** Register a source (a peer, or a local one like 'ipam'/'static'). Re-adding keeps routes and updates info. */
+  addSource(name: string, peer: PeerInfo, opts: SourceOptions = {}): void {
+    const s = this.sourceIdx.get(name);
+    if (s !== undefined) {
+      const st = this.sources[s]!;
+      if (st.counts.received > 0 && !samePeer(st.peer, peer)) {
+        // Selection results depend on peer info; changing it under held routes would leave stale decisions.
+        throw new Error(`source ${name} has routes; drop them before changing its peer info`);
+      }
+      st.peer = peer;
+      st.policy = opts.importPolicy;
+      return;
+    }
+    let idx = this.freeSources.pop();
+    if (idx === undefined) {
+      if (this.sources.length >= MAX_SOURCES) throw new Error(`too many sources (max ${MAX_SOURCES})`);
+      idx = this.sources.length;
+    }
+    this.sources[idx] = { name, peer, policy: opts.importPolicy, counts: { received: 0, accepted: 0, best: 0, stale: 0 } };
+    this.sourceIdx.set(name, idx);
+  }
+
+  /** Drop a source's routes and forget it. */
+  removeSource(name: string): void {
+    const s = this.sourceIdx.get(name);
+    if (s === undefined) return;
+    this.dropSource(name);
+    this.sourceIdx.delete(name);
+    this.sources[s] = undefined;
+    // An index still named in a pending batch must not be reused before that batch is flushed.
+    if (this.pending.size > 0) this.retiredSources.push(s);
+    else this.freeSources.push(s);
+  }
+
+  /** Names of the registered sources. */
+  sourceNames(): string[] {
+    return [...this.sourceIdx.keys()];
+  }
+
+  peerInfo(name: string): PeerInfo | undefined {
+    const s = this.sourceIdx.get(name);
+    return s === undefined ? undefined : this.sources[s]!.peer;
+  }
+
+  /** Replace a source's import policy; call reimport() to apply it to routes already held. */
+  setImportPolicy(name: string, policy: ImportPolicy | undefined): void {
+    this.src(name).policy = policy;
+  }
+
+  counts(name: string): SourceCounts {
+    return { ...this.src(name).counts };
+  }
+
+  private srcIndex(name: string): number {
+    const s = this.sourceIdx.get(name);
+    if (s === undefined) throw new Error(`unknown RIB source ${JSON.stringify(name)}`);
+    return s;
+  }
+
+  private src(name: string): SourceState {
+    return this.sources[this.srcIndex(name)]!;
+  }
+
+  // ---- updates ----------------------------------------------------------------------------------------------
+
+  /**
+   * A route from `source`. The import policy (the source's, unless `effective` is given: the caller's own
+   * post-policy attributes, or null for rejected) decides the candidate; the received attributes are kept.
+   * Re-sending the same route is a no-op (besides clearing a stale mark).
+   */
+  update(source: string, prefix: Prefix, attrs: PathAttrs, effective?: PathAttrs | null): void {
+    const s = this.srcIndex(source);
+    const st = this.sources[s]!;
+    const eff = effective !== undefined ? effective : st.policy ? st.policy(prefix, attrs, source) : attrs;
+    const fi = prefix.family === 4 ? 0 : 1;
+    const t = this.tables[fi];
+    const r = t.findOrAdd(prefix);
+    const E = this.e;
+    let e = this.entryOf(t.head[r], s);
+    const rawId = this.interner.internId(attrs);
+    const effId = eff === null ? NONE : eff === attrs ? (this.interner.retainId(rawId), rawId) : this.interner.internId(eff);
+    if (e !== NONE && E.raw[e] === rawId && E.eff[e] === effId) {
+      // Unchanged content: drop the references just taken, refresh the stale mark.
+      this.interner.releaseId(rawId);
+      if (effId !== NONE) this.interner.releaseId(effId);
+      if (E.flags[e] & STALE) {
+        E.flags[e] &= ~STALE;
+        st.counts.stale--;
+      }
+      return;
+    }
+    this.capture(fi, r, t);
+    if (e === NONE) {
+      e = E.alloc();
+      E.src[e] = s;
+      E.flags[e] = 0;
+      // New entries go after the head so an existing best stays first until reselection.
+      const h = t.head[r];
+      if (h === NONE) {
+        E.next[e] = NONE;
+        t.head[r] = e;
+      } else {
+        E.next[e] = E.next[h];
+        E.next[h] = e;
+      }
+      st.counts.received++;
+    } else {
+      this.interner.releaseId(E.raw[e]);
+      if (E.eff[e] !== NONE) {
+        this.interner.releaseId(E.eff[e]);
+        st.counts.accepted--;
+      }
+      if (E.flags[e] & STALE) st.counts.stale--;
+      E.flags[e] &= ~STALE;
+    }
+    E.raw[e] = rawId;
+    E.eff[e] = effId;
+    if (effId !== NONE) st.counts.accepted++;
+    this.reselect(t, r);
+  }
+
+  /** Withdraw `source`'s route for `prefix`. Returns false when it had none. */
+  withdraw(source: string, prefix: Prefix): boolean {
+    const s = this.srcIndex(source);
+    const fi = prefix.family === 4 ? 0 : 1;
+    const t = this.tables[fi];
+    const r = t.find(prefix);
+    if (r === NONE) return false;
+    const e = this.entryOf(t.head[r], s);
+    if (e === NONE) return false;
+    this.capture(fi, r, t);
+    this.unlink(t, r, e);
+    this.reselect(t, r);
+    this.dropIfEmpty(fi, t, r);
+    return true;
+  }
+
+  /** Remove every route of a source (its session went down). Returns how many were removed. */
+  dropSource(source: string): number {
+    return this.removeWhere(this.srcIndex(source), 0);
+  }
+
+  /** Graceful restart (RFC 4724): mark every route of the source stale; they stay usable. */
+  markStale(source: string): number {
+    const s = this.srcIndex(source);
+    const E = this.e;
+    let n = 0;
+    for (const t of this.tables) {
+      for (let r = 0, top = t.highWater; r < top; r++) {
+        if (!t.isLive(r)) continue;
+        for (let e = t.head[r]; e !== NONE; e = E.next[e]) {
+          if (E.src[e] === s && !(E.flags[e] & STALE)) {
+            E.flags[e] |= STALE;
+            n++;
+          }
+        }
+      }
+    }
+    this.sources[s]!.counts.stale += n;
+    return n;
+  }
+
+  /** End of graceful restart: remove the source's routes that were not refreshed since markStale. */
+  sweepStale(source: string): number {
+    return this.removeWhere(this.srcIndex(source), STALE);
+  }
+
+  /** Re-run the source's import policy over its Adj-RIB-In (after a policy change; no route refresh needed). */
+  reimport(source: string): number {
+    const s = this.srcIndex(source);
+    const st = this.sources[s]!;
+    const E = this.e;
+    let changed = 0;
+    for (let fi = 0; fi < 2; fi++) {
+      const t = this.tables[fi];
+      for (let r = 0, top = t.highWater; r < top; r++) {
+        if (!t.isLive(r)) continue;
+        const e = this.entryOf(t.head[r], s);
+        if (e === NONE) continue;
+        const raw = this.interner.get(E.raw[e]);
+        const prefix = t.prefix(r);
+        const eff = st.policy ? st.policy(prefix, raw, source) : raw;
+        const effId = eff === null ? NONE : this.interner.internId(eff);
+        if (effId === E.eff[e]) {
+          if (effId !== NONE) this.interner.releaseId(effId);
+          continue;
+        }
+        this.capture(fi, r, t, prefix);
+        if (E.eff[e] !== NONE) {
+          this.interner.releaseId(E.eff[e]);
+          st.counts.accepted--;
+        }
+        E.eff[e] = effId;
+        if (effId !== NONE) st.counts.accepted++;
+        this.reselect(t, r);
+        changed++;
+      }
+    }
+    return changed;
+  }
+
+  private removeWhere(s: number, needFlags: number): number {
+    const E = this.e;
+    let n = 0;
+    for (let fi = 0; fi < 2; fi++) {
+      const t = this.tables[fi];
+      // Walk the record arrays, not the trie: records are removed from the trie as they empty.
+      for (let r = 0, top = t.highWater; r < top; r++) {
+        if (!t.isLive(r)) continue;
+        const e = this.entryOf(t.head[r], s);
+        if (e === NONE || (E.flags[e] & needFlags) !== needFlags) continue;
+        this.capture(fi, r, t);
+        this.unlink(t, r, e);
+        this.reselect(t, r);
+        this.dropIfEmpty(fi, t, r);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  private entryOf(head: number, s: number): number {
+    const E = this.e;
+    for (let e = head; e !== NONE; e = E.next[e]) if (E.src[e] === s) return e;
+    return NONE;
+  }
+
+  private unlink(t: Table, r: number, e: number): void {
+    const E = this.e;
+    if (t.head[r] === e) t.head[r] = E.next[e];
+    else {
+      let p = t.head[r];
+      while (E.next[p] !== e) p = E.next[p];
+      E.next[p] = E.next[e];
+    }
+    const c = this.sources[E.src[e]]!.counts;
+    c.received--;
+    if (E.eff[e] !== NONE) {
+      c.accepted--;
+      this.interner.releaseId(E.eff[e]);
+    }
+    if (E.flags[e] & STALE) c.stale--;
+    if (E.flags[e] & BEST) c.best--;
+    this.interner.releaseId(E.raw[e]);
+    E.flags[e] = 0;
+    E.free(e);
+  }
+
+  private dropIfEmpty(fi: number, t: Table, r: number): void {
+    // A prefix waiting in the batch keeps its record until flush, so later changes in the batch coalesce with it.
+    if (t.head[r] === NONE && !this.pending.has(r * 2 + fi)) t.remove(r);
+  }
+
+  /** Re-run selection for a record and reorder its list: best, rest of multipath, others. */
+  private reselect(t: Table, r: number): void {
+    const E = this.e;
+    let n = 0;
+    let m = 0;
+    let list = this.listScratch;
+    const h = t.head[r];
+    if (h !== NONE && E.flags[h] & BEST) this.sources[E.src[h]]!.counts.best--;
+    for (let e = h; e !== NONE; e = E.next[e]) {
+      if (m === list.length) {
+        const bigger = new Int32Array(m * 2);
+        bigger.set(list);
+        list = this.listScratch = bigger;
+      }
+      list[m++] = e;
+      E.flags[e] &= ~(BEST | MULTI);
+      if (E.eff[e] === NONE) continue;
+      const c = (this.pool[n] ??= new Candidate());
+      const st = this.sources[E.src[e]]!;
+      c.source = st.name;
+      c.peer = st.peer;
+      c.attrs = this.interner.get(E.eff[e]);
+      c.stale = (E.flags[e] & STALE) !== 0;
+      c.entry = e;
+      this.cands[n++] = c;
+    }
+    if (n === 0) return; // no candidate: no best; the list order does not matter
+    this.cands.length = n;
+    const sel = selectBest(this.cands, this.bestOpts)!;
+    // Relink: selected entries first in selection order, then the rest in their old order.
+    let prev = NONE;
+    const link = (e: number): void => {
+      if (prev === NONE) t.head[r] = e;
+      else E.next[prev] = e;
+      prev = e;
+    };
+    for (let i = 0; i < sel.multipath.length; i++) {
+      const e = sel.multipath[i].entry;
+      E.flags[e] |= i === 0 ? BEST | MULTI : MULTI;
+      link(e);
+    }
+    for (let i = 0; i < m; i++) if (!(E.flags[list[i]] & MULTI)) link(list[i]);
+    E.next[prev] = NONE;
+    this.sources[E.src[sel.best.entry]]!.counts.best++;
+  }
+
+  // ---- change feed ------------------------------------------------------------------------------------------
+
+  /**
+   * Receive batches of best-path changes. Pending changes are flushed first, so a snapshot read right after
+   * subscribing (entries()) plus the batches that follow describe the table exactly. Returns an unsubscribe.
+   */
+  subscribe(fn: (batch: readonly RibChange[]) => void): () => void {
+    this.flush();
+    this.subscribers.add(fn);
+    return () => {
+      this.subscribers.delete(fn);
+      if (this.subscribers.size === 0) this.flush();
+    };
+  }
+
+  /** Deliver the net effect of the changes since the last flush. Returns the batch (possibly empty). */
+  flush(): RibChange[] {
+    if (this.pending.size === 0) return [];
+    const pending = this.pending;
+    this.pending = new Map();
+    const batch: RibChange[] = [];
+    for (const p of pending.values()) {
+      const t = this.tables[p.fi];
+      const after = this.bestSig(t, p.rec, false);
+      if (!sigEqual(p.before, after)) {
+        const type = after === null ? 'withdraw' : p.before === null ? 'add' : 'replace';
+        const ch: RibChange = { type, prefix: p.prefix };
+        if (after !== null) {
+          const mp = this.multipathOf(t, p.rec);
+          ch.best = mp[0];
+          if (this.maxPaths > 1) ch.multipath = mp;
+        }
+        batch.push(ch);
+      }
+      if (p.before) for (let i = 1; i < p.before.length; i += 2) this.interner.releaseId(p.before[i]);
+      if (t.head[p.rec] === NONE) t.remove(p.rec);
+    }
+    for (const s of this.retiredSources) this.freeSources.push(s);
+    this.retiredSources = [];
+    if (batch.length > 0) for (const fn of [...this.subscribers]) fn(batch);
+    return batch;
+  }
+
+  /** Changes waiting for the next flush (prefixes touched in this batch). */
+  get pendingCount(): number {
+    return this.pending.size;
+  }
+
+  private capture(fi: number, r: number, t: Table, prefix?: Prefix): void {
+    if (this.subscribers.size === 0) return;
+    const key = r * 2 + fi;
+    if (this.pending.has(key)) return;
+    this.pending.set(key, { fi, rec: r, prefix: prefix ?? t.prefix(r), before: this.bestSig(t, r, true) });
+    if (this.pending.size === 1 && this.schedule && !this.scheduled) {
+      this.scheduled = true;
+      this.schedule(() => {
+        this.scheduled = false;
+        this.flush();
+      });
+    }
+  }
+
+  /** [source, attrs id, ...] of the best path and the multipath set, or null for no best. */
+  private bestSig(t: Table, r: number, retain: boolean): number[] | null {
+    const E = this.e;
+    const h = t.head[r];
+    if (h === NONE || !(E.flags[h] & BEST)) return null;
+    const sig: number[] = [];
+    for (let e = h; e !== NONE && E.flags[e] & MULTI; e = E.next[e]) {
+      sig.push(E.src[e], E.eff[e]);
+      if (retain) this.interner.retainId(E.eff[e]);
+    }
+    return sig;
+  }
+
+  // ---- queries ----------------------------------------------------------------------------------------------
+
+  /** Number of prefixes with a best path. */
+  get size(): number {
+    let n = 0;
+    for (const c of this.sources) if (c) n += c.counts.best;
+    return n;
+  }
+
+  /** Number of prefixes held (with or without a usable path). */
+  get prefixCount(): number {
+    return this.tables[0].live + this.tables[1].live;
+  }
+
+  best(prefix: Prefix): Path | undefined {
+    const t = this.table(prefix.family);
+    const r = t.find(prefix);
+    return r === NONE ? undefined : this.bestOf(t, r);
+  }
+
+  /** The ECMP set (best first); empty when there is no best. */
+  multipath(prefix: Prefix): Path[] {
+    const t = this.table(prefix.family);
+    const r = t.find(prefix);
+    return r === NONE ? [] : this.multipathOf(t, r);
+  }
+
+  /** All accepted candidate paths for a prefix, best first. */
+  paths(prefix: Prefix): Path[] {
+    const t = this.table(prefix.family);
+    const r = t.find(prefix);
+    const out: Path[] = [];
+    if (r === NONE) return out;
+    for (let e = t.head[r]; e !== NONE; e = this.e.next[e]) if (this.e.eff[e] !== NONE) out.push(this.pathOf(e));
+    return out;
+  }
+
+  /** Longest-prefix match over prefixes that have a best path. */
+  lpm(ip: IP): RibRoute | undefined {
+    const t = this.table(ip.family);
+    const r = t.trie.lpmWords(ip.w0, ip.w1, ip.w2, ip.w3);
+    if (r === NONE) return undefined;
+    if (this.hasBest(t, r)) return this.routeOf(t, r);
+    // The longest match holds only rejected paths (or is waiting for a flush): try the shorter covers.
+    const covers = t.trie.covering(ip);
+    for (let i = covers.length - 1; i >= 0; i--) if (this.hasBest(t, covers[i].value)) return this.routeOf(t, covers[i].value);
+    return undefined;
+  }
+
+  /** Prefixes with a best path, in prefix order (IPv4 first). Do not modify the RIB while iterating. */
+  *entries(family?: Family): IterableIterator<RibRoute> {
+    for (const t of this.tables) {
+      if (family !== undefined && t.family !== family) continue;
+      for (const { value: r } of t.trie.entries()) if (this.hasBest(t, r)) yield this.routeOf(t, r);
+    }
+  }
+
+  /** What a source sent (Adj-RIB-In), in prefix order. Do not modify the RIB while iterating. */
+  *adjRibIn(source: string): IterableIterator<AdjRibInEntry> {
+    const s = this.srcIndex(source);
+    const E = this.e;
+    for (const t of this.tables) {
+      for (const { prefix, value: r } of t.trie.entries()) {
+        const e = this.entryOf(t.head[r], s);
+        if (e === NONE) continue;
+        yield {
+          prefix,
+          attrs: this.interner.get(E.raw[e]),
+          effective: E.eff[e] === NONE ? null : this.interner.get(E.eff[e]),
+          stale: (E.flags[e] & STALE) !== 0,
+        };
+      }
+    }
+  }
+
+  /** Bytes held in typed arrays (tries, records, path entries); excludes attribute objects. */
+  memoryBytes(): number {
+    return this.tables[0].bytes() + this.tables[1].bytes() + this.e.bytes();
+  }
+
+  /** Path entries held (all sources). */
+  get pathCount(): number {
+    return this.e.live;
+  }
+
+  private table(f: Family): Table {
+    return this.tables[f === 4 ? 0 : 1];
+  }
+
+  private hasBest(t: Table, r: number): boolean {
+    const h = t.head[r];
+    return h !== NONE && (this.e.flags[h] & BEST) !== 0;
+  }
+
+  private bestOf(t: Table, r: number): Path | undefined {
+    return this.hasBest(t, r) ? this.pathOf(t.head[r]) : undefined;
+  }
+
+  private multipathOf(t: Table, r: number): Path[] {
+    const out: Path[] = [];
+    if (!this.hasBest(t, r)) return out;
+    for (let e = t.head[r]; e !== NONE && this.e.flags[e] & MULTI; e = this.e.next[e]) out.push(this.pathOf(e));
+    return out;
+  }
+
+  private routeOf(t: Table, r: number): RibRoute {
+    const multipath = this.multipathOf(t, r);
+    return { prefix: t.prefix(r), best: multipath[0], multipath };
+  }
+
+  private pathOf(e: number): Path {
+    const E = this.e;
+    const st = this.sources[E.src[e]]!;
+    return { source: st.name, attrs: this.interner.get(E.eff[e]), peer: st.peer, stale: (E.flags[e] & STALE) !== 0 };
+  }
+
+  // ---- Adj-RIB-Out ------------------------------------------------------------------------------------------
+
+  /** The Adj-RIB-Out of a peer (created on first use). */
+  adjRibOut(peer: string): AdjRibOut {
+    let a = this.adjOut.get(peer);
+    if (!a) this.adjOut.set(peer, (a = new AdjRibOut(this.interner)));
+    return a;
+  }
+
+  /** Forget what was advertised to a peer (its session ended). */
+  clearAdjRibOut(peer: string): void {
+    this.adjOut.get(peer)?.clear();
+    this.adjOut.delete(peer);
+  }
+
+  /**
+   * Run a batch of changes through a peer's export policy and Adj-RIB-Out; returns only what differs from what
+   * the peer already has.
+   */
+  exportChanges(peer: string, changes: readonly RibChange[], policy: ExportPolicy): ExportUpdate {
+    const out = this.adjRibOut(peer);
+    const u: ExportUpdate = { announce: new Map(), withdraw: [] };
+    for (const ch of changes) {
+      const attrs = ch.best ? policy(ch.prefix, ch.best, ch.multipath ?? [ch.best]) : null;
+      out.applyTo(u, ch.prefix, attrs);
+    }
+    return u;
+  }
+
+  /** Full export to a peer (session up, route refresh): everything that differs from its Adj-RIB-Out. */
+  exportAll(peer: string, policy: ExportPolicy): ExportUpdate {
+    const out = this.adjRibOut(peer);
+    const u: ExportUpdate = { announce: new Map(), withdraw: [] };
+    for (const route of this.entries()) out.applyTo(u, route.prefix, policy(route.prefix, route.best, route.multipath));
+    const gone: Prefix[] = [];
+    for (const { prefix } of out.entries()) {
+      const t = this.table(prefix.family);
+      const r = t.find(prefix);
+      if (r === NONE || !this.hasBest(t, r)) gone.push(prefix);
+    }
+    for (const p of gone) out.applyTo(u, p, null);
+    return u;
+  }
+}
+
+function samePeer(a: PeerInfo, b: PeerInfo): boolean {
+  return (
+    a.type === b.type && a.routerId === b.routerId && a.asn === b.asn &&
+    (a.address === b.address || (a.address !== null && b.address !== null && ipEquals(a.address, b.address)))
+  );
+}
+
+function sigEqual(a: number[] | null, b: number[] | null): boolean {
+  if (a === null || b === null) return a === b;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+// ---- Adj-RIB-Out ----------------------------------------------------------------------------------------------
+
+/** What we advertised to one peer: prefix -> interned attributes, so export sends only differences. */
+export class AdjRibOut {
+  // Only exact lookups here, so a small directly-indexed root level is enough (saves ~0.5 MB per peer).
+  private readonly tries: [Trie, Trie] = [new Trie(4, { rootBits: 8 }), new Trie(6, { rootBits: 8 })];
+
+  constructor(private readonly interner: AttrInterner) {}
+
+  get size(): number {
+    return this.tries[0].size + this.tries[1].size;
+  }
+
+  get(prefix: Prefix): PathAttrs | undefined {
+    const id = this.trie(prefix).get(prefix);
+    return id === NONE ? undefined : this.interner.get(id);
+  }
+
+  /**
+   * Record that `attrs` (null: nothing) is now what the peer should have for `prefix`. Returns 'announce' or
+   * 'withdraw' when that differs from what it has, null when unchanged.
+   */
+  set(prefix: Prefix, attrs: PathAttrs | null): 'announce' | 'withdraw' | null {
+    const t = this.trie(prefix);
+    const old = t.get(prefix);
+    if (attrs === null) {
+      if (old === NONE) return null;
+      t.delete(prefix);
+      this.interner.releaseId(old);
+      return 'withdraw';
+    }
+    const id = this.interner.internId(attrs);
+    if (id === old) {
+      this.interner.releaseId(id);
+      return null;
+    }
+    t.insert(prefix, id);
+    if (old !== NONE) this.interner.releaseId(old);
+    return 'announce';
+  }
+
+  /** set() and add the result to an ExportUpdate. */
+  applyTo(u: ExportUpdate, prefix: Prefix, attrs: PathAttrs | null): void {
+    const r = this.set(prefix, attrs);
+    if (r === 'withdraw') u.withdraw.push(prefix);
+    else if (r === 'announce') {
+      const canon = this.get(prefix)!;
+      const list = u.announce.get(canon);
+      if (list) list.push(prefix);
+      else u.announce.set(canon, [prefix]);
+    }
+  }
+
+  /** Everything advertised, in prefix order. */
+  *entries(): IterableIterator<{ prefix: Prefix; attrs: PathAttrs }> {
+    for (const t of this.tries) for (const { prefix, value } of t.entries()) yield { prefix, attrs: this.interner.get(value) };
+  }
+
+  /** Forget everything (releasing the attribute references). */
+  clear(): void {
+    for (const t of this.tries) {
+      for (const { value } of t.entries()) this.interner.releaseId(value);
+      t.clear();
+    }
+  }
+
+  private trie(p: Prefix): Trie {
+    return this.tries[p.family === 4 ? 0 : 1];
+  }
+}
+
