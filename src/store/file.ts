@@ -5,7 +5,10 @@
 //   log       32-byte header, then framed records. Every log starts with a snapshot (possibly empty).
 //   log.tmp   a snapshot being written by compaction; renamed over `log` once fsync'ed.
 //
-// Header: "BSKVLOG1" | u32 committedLo | u32 committedHi | u32 flags | u32 crc32(bytes 8..20) | 8 reserved.
+// Header (48 bytes): "BSKVLOG1", then two 20-byte slots: u32 committedLo | u32 committedHi | u32 flags | u32 seq |
+//   u32 crc32(first 16 bytes). Writers alternate slots (seq+1 goes to slot (seq+1)&1) and the valid slot with the
+//   higher seq wins, so a torn header write, or a read racing one, falls back to the previous (smaller, still true)
+//   value instead of failing.
 //   committed: the byte length known to be fdatasync'ed; written after each sync. Readers without the lock read
 //   only up to it (so they never see unacknowledged records), and on open a bad record before it is corruption,
 //   while a bad record at or after it is a torn tail and is dropped.
@@ -59,7 +62,8 @@ export interface FileStoreStats {
 }
 
 const MAGIC = Buffer.from('BSKVLOG1', 'latin1');
-const HEADER = 32;
+const HEADER = 48;
+const SLOT = 20;
 const FRAME = 8;
 const SEALED = 1;
 const READ_CHUNK = 4 << 20;
@@ -117,6 +121,8 @@ interface LogFile {
   end: number;
   /** Txn records in the file (for the compaction decision). */
   records: number;
+  /** Seq of the header slot last read or written with the lock held. */
+  hseq: number;
   /** Sparse index: every INDEX_EVERY-th record's revision and offset, for watch replay. */
   idxRev: number[];
   idxOff: number[];
@@ -125,6 +131,7 @@ interface LogFile {
 interface Header {
   committed: number;
   flags: number;
+  seq: number;
 }
 
 // Stores in one process that share a directory queue here for the cross-process lock, so at most one of them
@@ -176,14 +183,37 @@ function encodeFrame(payload: string): Buffer {
   return buf;
 }
 
-function headerBuf(committed: number, flags: number): Buffer {
+function headerSlot(committed: number, flags: number, seq: number): Buffer {
+  const b = Buffer.alloc(SLOT);
+  b.writeUInt32LE(committed % 0x100000000, 0);
+  b.writeUInt32LE(Math.floor(committed / 0x100000000), 4);
+  b.writeUInt32LE(flags, 8);
+  b.writeUInt32LE(seq >>> 0, 12);
+  b.writeUInt32LE(crc32(b.subarray(0, 16)), 16);
+  return b;
+}
+
+/** The header of a new file: slot 0 holds seq 1, slot 1 is empty (its checksum does not match). */
+function newHeader(committed: number): Buffer {
   const b = Buffer.alloc(HEADER);
   MAGIC.copy(b, 0);
-  b.writeUInt32LE(committed % 0x100000000, 8);
-  b.writeUInt32LE(Math.floor(committed / 0x100000000), 12);
-  b.writeUInt32LE(flags, 16);
-  b.writeUInt32LE(crc32(b.subarray(8, 20)), 20);
+  headerSlot(committed, 0, 1).copy(b, 8);
   return b;
+}
+
+/** The valid slot with the higher seq (seq wraps: compared as a signed difference). */
+function parseHeader(b: Buffer): Header | undefined {
+  let best: Header | undefined;
+  for (let at = 8; at < HEADER; at += SLOT) {
+    if (crc32(b.subarray(at, at + 16)) !== b.readUInt32LE(at + 16)) continue;
+    const h = {
+      committed: b.readUInt32LE(at) + b.readUInt32LE(at + 4) * 0x100000000,
+      flags: b.readUInt32LE(at + 8),
+      seq: b.readUInt32LE(at + 12),
+    };
+    if (!best || ((h.seq - best.seq) | 0) > 0) best = h;
+  }
+  return best;
 }
 
 function writeAll(fd: number, buf: Buffer, position: number): void {
@@ -602,34 +632,33 @@ export class FileStore implements Store {
 
   // ---- reading the log -------------------------------------------------------------------------------------
 
-  private readonly headerScratch = Buffer.alloc(HEADER);
+  private readonly headerScratch = Buffer.alloc(HEADER); // read on every get(): no allocation
 
   private readHeader(fd: number, locked: boolean): Header | undefined {
-    const b = this.headerScratch; // read on every get(): no allocation
-    // Without the lock a writer may be rewriting the commit word as we read it: retry a torn read.
-    for (let attempt = 0; attempt < 5; attempt++) {
-      let got: number;
-      try {
-        got = fs.readSync(fd, b, 0, HEADER, 0);
-      } catch (err) {
-        throw fsError(this.name, 'read', this.logPath, err);
-      }
-      if (got < HEADER || !b.subarray(0, 8).equals(MAGIC))
-        throw new StoreError(`${this.name}: ${this.logPath} is not a blockspeaker log (bad header)`);
-      if (crc32(b.subarray(8, 20)) === b.readUInt32LE(20))
-        return { committed: b.readUInt32LE(8) + b.readUInt32LE(12) * 0x100000000, flags: b.readUInt32LE(16) };
-      if (locked) break;
+    const b = this.headerScratch;
+    let got: number;
+    try {
+      got = fs.readSync(fd, b, 0, HEADER, 0);
+    } catch (err) {
+      throw fsError(this.name, 'read', this.logPath, err);
     }
-    if (locked) throw new StoreError(`${this.name}: corrupt header in ${this.logPath} (checksum mismatch)`);
-    return undefined;
+    if (got < HEADER || !b.subarray(0, 8).equals(MAGIC))
+      throw new StoreError(`${this.name}: ${this.logPath} is not a blockspeaker log (bad header)`);
+    const h = parseHeader(b);
+    // Without the lock both slots can only fail if the file is damaged or two writes raced this read; try later.
+    if (!h && locked) throw new StoreError(`${this.name}: corrupt header in ${this.logPath} (both slots damaged)`);
+    return h;
   }
 
+  /** Under the lock: publish a new committed length / flags in the other header slot. */
   private writeHeader(log: LogFile, committed: number, flags: number): void {
+    const seq = (log.hseq + 1) >>> 0;
     try {
-      writeAll(log.fd, headerBuf(committed, flags), 0);
+      writeAll(log.fd, headerSlot(committed, flags, seq), 8 + (seq & 1) * SLOT);
     } catch (err) {
       throw fsError(this.name, 'write the header of', this.logPath, err);
     }
+    log.hseq = seq;
   }
 
   private corrupt(offset: number, why: string): StoreError {
@@ -684,7 +713,17 @@ export class FileStore implements Store {
       const size = st.size;
       if (h.committed > size)
         throw this.corrupt(size, `file is shorter than its committed length ${h.committed} (truncated?)`);
-      const log: LogFile = { fd, ino: st.ino, snapRev: 0, dataStart: HEADER, end: HEADER, records: 0, idxRev: [], idxOff: [] };
+      const log: LogFile = {
+        fd,
+        ino: st.ino,
+        snapRev: 0,
+        dataStart: HEADER,
+        end: HEADER,
+        records: 0,
+        hseq: h.seq,
+        idxRev: [],
+        idxOff: [],
+      };
       // The snapshot: a head record, then its chunks. The file was fsync'ed before it was renamed into place,
       // so any damage here is corruption, never a torn tail.
       let chunks = -1;
@@ -771,6 +810,7 @@ export class FileStore implements Store {
       throw fsError(this.name, 'stat', this.logPath, err);
     }
     const h = this.readHeader(log.fd, true)!;
+    log.hseq = h.seq;
     if (size < log.end || size < h.committed)
       throw this.corrupt(size, `file is shorter than what was already read/committed (truncated by hand?)`);
     if (size > log.end) {
@@ -898,7 +938,7 @@ export class FileStore implements Store {
     }
     try {
       let at = 0;
-      for (const b of [headerBuf(total, 0), head, ...chunks]) {
+      for (const b of [newHeader(total), head, ...chunks]) {
         writeAll(fd, b, at);
         at += b.length;
       }

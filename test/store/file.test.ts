@@ -226,17 +226,20 @@ t.test('torn tail: a cut-off or garbage last record is dropped on open', async (
   }
 });
 
-/** Rewrite the header's committed length and flags (valid checksum), as a crashed writer might leave them. */
+/**
+ * Rewrite the header's committed length and flags, as a crashed writer might leave them: slot 0 gets a valid
+ * entry with a seq above anything the test wrote, slot 1 is wiped.
+ */
+let fakeSeq = 1000;
 function setCommitted(dir: string, committed: number, flags = 0): void {
   const fd = fs.openSync(logOf(dir), 'r+');
-  const b = Buffer.alloc(12);
+  const b = Buffer.alloc(40);
   b.writeUInt32LE(committed, 0);
   b.writeUInt32LE(0, 4);
   b.writeUInt32LE(flags, 8);
-  fs.writeSync(fd, b, 0, 12, 8);
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32LE(crc32(b), 0);
-  fs.writeSync(fd, crc, 0, 4, 20);
+  b.writeUInt32LE(fakeSeq++, 12);
+  b.writeUInt32LE(crc32(b.subarray(0, 16)), 16);
+  fs.writeSync(fd, b, 0, 40, 8);
   fs.closeSync(fd);
 }
 
@@ -250,10 +253,29 @@ t.test('a log left sealed by a compactor that died before its rename still works
   setCommitted(dir, fs.statSync(logOf(dir)).size, 1); // sealed again behind the open stores' backs
   await a.put('k5', 'value 5');
   t.equal((await b.get('k5'))?.value, 'value 5', 'a reader of a sealed (but not replaced) log still follows it');
-  const header = fs.readFileSync(logOf(dir)).subarray(16, 20).readUInt32LE(0);
-  t.equal(header, 0, 'the next writer cleared the seal');
+  // The writer's new slot (seq 1001 -> slot 1) is not sealed and wins over slot 0.
+  const h = fs.readFileSync(logOf(dir)).subarray(28, 48);
+  t.equal(h.readUInt32LE(12), fakeSeq, 'the next writer wrote the other slot with the next seq');
+  t.equal(h.readUInt32LE(8), 0, '... and cleared the seal');
   await a.close();
   await b.close();
+});
+
+t.test('a torn header slot falls back to the other one; two damaged slots are corruption', async (t) => {
+  const dir = tmpDir(t);
+  await fill(dir, 5);
+  const buf = fs.readFileSync(logOf(dir));
+  const seq = (at: number) => buf.readUInt32LE(at + 12);
+  const newest = seq(8) > seq(28) ? 8 : 28;
+  fs.writeFileSync(logOf(dir), Buffer.concat([buf.subarray(0, newest + 3), Buffer.from([0xee]), buf.subarray(newest + 4)]));
+  const s = await openFileStore(dir);
+  t.equal((await s.list('')).length, 5, 'nothing lost');
+  await s.put('k5', 'value 5');
+  await s.close();
+  const again = fs.readFileSync(logOf(dir));
+  again.fill(0xee, 8, 48);
+  fs.writeFileSync(logOf(dir), again);
+  await t.rejects(openFileStore(dir), /corrupt header in .*both slots damaged/);
 });
 
 t.test('corruption in the middle of the log is a clear StoreError', async (t) => {
