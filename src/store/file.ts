@@ -768,7 +768,7 @@ export class FileStore implements Store {
           }
         }
       }
-      if (locked && (h.committed !== log.end || h.flags & SEALED)) this.writeHeader(log, log.end, 0);
+      if (locked) this.publish(log, h);
       return log;
     } catch (err) {
       fs.closeSync(fd);
@@ -824,7 +824,27 @@ export class FileStore implements Store {
         }
       }
     }
-    if (h.committed !== log.end || h.flags & SEALED) this.writeHeader(log, log.end, 0);
+    this.publish(log, h);
+  }
+
+  /**
+   * Under the lock, after reading to the end: make the header say what was read and clear a stale seal. Records
+   * past the old committed length were written by a writer that died before its fdatasync returned; they are
+   * kept (nobody was told they failed), but only after syncing them, so that the header never claims more than
+   * is durable.
+   */
+  private publish(log: LogFile, h: Header): void {
+    if (h.committed === log.end && !(h.flags & SEALED)) return;
+    if (log.end > h.committed) {
+      try {
+        this.counters.syncs++;
+        fs.fdatasyncSync(log.fd);
+      } catch (err) {
+        this.broken = fsError(this.name, 'fdatasync', this.logPath, err);
+        throw this.broken;
+      }
+    }
+    this.writeHeader(log, log.end, 0);
   }
 
   private pathIno(): number {
