@@ -174,11 +174,12 @@ export function parseIPFast(text: string): IP {
 /**
  * Calls fn(buf, start, end, lineNo) for every line of the stream that is not blank and not a "#" comment, with
  * start/end trimmed of spaces, tabs and CR. Line numbers count from 1 and include skipped lines. The buffer is
- * only valid during the call.
+ * only valid during the call. `afterChunk` runs (and is awaited) after each chunk of the stream.
  */
 export async function forEachLine(
   stream: AsyncIterable<Buffer | string> | Iterable<Buffer | string>,
   fn: (buf: Uint8Array, start: number, end: number, lineNo: number) => void,
+  afterChunk?: () => Promise<void> | void,
 ): Promise<number> {
   let lineNo = 0;
   let carry: Buffer | null = null;
@@ -211,6 +212,7 @@ export async function forEachLine(
       pos = nl + 1;
     }
     if (pos < chunk.length) carry = Buffer.from(chunk.subarray(pos));
+    if (afterChunk) await afterChunk(); // e.g. flush output and wait for the consumer
   }
   if (carry) visit(carry, 0, carry.length);
   return lineNo;
