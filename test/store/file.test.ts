@@ -278,6 +278,16 @@ t.test('a torn header slot falls back to the other one; two damaged slots are co
   await t.rejects(openFileStore(dir), /corrupt header in .*both slots damaged/);
 });
 
+t.test('a half-written snapshot (compactor died before its rename) is removed on open', async (t) => {
+  const dir = tmpDir(t);
+  await fill(dir, 5);
+  fs.writeFileSync(path.join(dir, 'log.tmp'), 'BSKVLOG1 and then nothing useful');
+  const s = await openFileStore(dir);
+  t.equal((await s.list('')).length, 5);
+  t.notOk(fs.existsSync(path.join(dir, 'log.tmp')));
+  await s.close();
+});
+
 t.test('corruption in the middle of the log is a clear StoreError', async (t) => {
   const dir = tmpDir(t);
   await fill(dir, 20);
