@@ -65,6 +65,11 @@ export class IpamStore {
     return (await this.store.list(keys.hosts)).map((kv) => JSON.parse(kv.value) as Host);
   }
 
+  /** A block's current revision without reading the block (0 = absent). */
+  async blockRevision(cidr: string): Promise<number> {
+    return (await this.store.get(keys.block(cidr)))?.modRevision ?? 0;
+  }
+
   async block(cidr: string): Promise<Versioned<BlockRecord> | undefined> {
     const kv = await this.store.get(keys.block(cidr));
     return kv ? { value: JSON.parse(kv.value) as BlockRecord, rev: kv.modRevision } : undefined;
@@ -72,6 +77,16 @@ export class IpamStore {
 
   async blocks(): Promise<Versioned<BlockRecord>[]> {
     return (await this.store.list(keys.blocks)).map((kv) => ({ value: JSON.parse(kv.value) as BlockRecord, rev: kv.modRevision }));
+  }
+
+  /** The cidrs of every block, without reading the blocks (what a claim needs to find a free slot). */
+  async blockCidrs(): Promise<string[]> {
+    const n = keys.blocks.length;
+    return (await this.store.list(keys.blocks)).map((kv) => {
+      const name = kv.key.slice(n);
+      const dash = name.lastIndexOf('-');
+      return `${name.slice(0, dash)}/${name.slice(dash + 1)}`;
+    });
   }
 
   async affinities(host?: string): Promise<Versioned<AffinityRecord>[]> {
@@ -121,6 +136,16 @@ export class Pass {
       this.blockSlots.set(cidr, slot);
     }
     return slot.value;
+  }
+
+  /** The revision a block was read at in this pass (0 = absent or not read). */
+  revOf(cidr: string): number {
+    return this.blockSlots.get(cidr)?.rev ?? 0;
+  }
+
+  /** Whether the block was changed in this pass. */
+  isDirty(cidr: string): boolean {
+    return this.blockSlots.get(cidr)?.dirty ?? false;
   }
 
   /** Put a block read elsewhere (e.g. just created by a claim) into the pass at its revision. */

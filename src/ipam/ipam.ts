@@ -200,12 +200,15 @@ class Batcher<A, R> {
       let q = this.queues.get(key);
       if (!q) this.queues.set(key, (q = []));
       q.push({ args, resolve, reject });
-      if (!this.running.has(key)) void this.drain(key);
+      if (!this.running.has(key)) {
+        // Start on the next microtask, so callers woken by the previous batch's results join this one.
+        this.running.add(key);
+        queueMicrotask(() => void this.drain(key));
+      }
     });
   }
 
   private async drain(key: string): Promise<void> {
-    this.running.add(key);
     try {
       for (;;) {
         const q = this.queues.get(key);
@@ -281,6 +284,8 @@ export class Ipam {
   private readonly affineCache = new WeakMap<Pass, AffineSet>();
   /** Per host, the affine block that last had room: tried first, so a full block is not re-read for every pod. */
   private readonly roomHint = new Map<string, string>();
+  /** Block -> the revision at which it was read with no free address. */
+  private readonly fullAt = new Map<string, number>();
 
   constructor(readonly store: Store, opts: IpamOptions = {}) {
     this.ds = new IpamStore(store);
@@ -498,11 +503,14 @@ export class Ipam {
       .sort((a, b) => Number(b.cidr === hint) - Number(a.cidr === hint) || poolIndex(a) - poolIndex(b));
     for (const ref of own) {
       if (left === 0) break;
+      // A block seen full at its current revision is still full: skip it without reading it.
+      if (this.fullAt.get(ref.cidr) === (await this.ds.blockRevision(ref.cidr))) continue;
       const b = await affine.block(ref);
       const pool = b && poolOf(b);
       if (!pool) continue;
       left -= await this.takeFrom(pass, ctx, item, pool, b, left, out);
       if (b.unallocated.length) this.roomHint.set(host.name, b.cidr);
+      else if (!pass.isDirty(b.cidr)) this.fullAt.set(b.cidr, pass.revOf(b.cidr));
     }
 
     // (2) Claim new blocks.
@@ -615,7 +623,7 @@ export class Ipam {
 
   /** Claim one free block for the host from the first pool that has one (two-phase). */
   private async claimNewBlock(pass: Pass, ctx: Ctx, pools: Pool[], affine: AffineSet, reasons: string[]): Promise<BlockRecord | undefined> {
-    const existing = new Set((await pass.allBlocks()).map((b) => b.cidr));
+    const existing = new Set(await this.ds.blockCidrs());
     for (const pool of pools) {
       const prefix = pfx(pool.cidr);
       const needsHostReservation = await this.needsHostReservation(affine, pool);
