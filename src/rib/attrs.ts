@@ -65,6 +65,10 @@ export interface PathAttrs {
   readonly unknown: readonly RawAttr[];
   /** Content hash (computed once; equal content gives equal hash). */
   readonly hash: number;
+  /** asPathLength(asPath), computed once: best-path selection needs it on every update. */
+  readonly asPathLen: number;
+  /** neighbourAs(asPath), computed once, for the MED step. */
+  readonly neighbourAsn: number;
 }
 
 /** What makeAttrs accepts: every field optional (ORIGIN defaults to IGP, AS_PATH to empty, next hop to none). */
@@ -186,8 +190,12 @@ export function makeAttrs(init: AttrsInit = {}): PathAttrs {
     clusterList: Object.freeze((init.clusterList ?? []).map((c) => u32(c, 'CLUSTER_ID'))),
     unknown: Object.freeze(unknown),
     hash: 0,
+    asPathLen: 0,
+    neighbourAsn: 0,
   };
   rec.hash = hashAttrs(rec);
+  rec.asPathLen = asPathLength(rec.asPath);
+  rec.neighbourAsn = neighbourAs(rec.asPath);
   const frozen = Object.freeze(rec);
   built.add(frozen);
   return frozen;
@@ -198,7 +206,7 @@ const built = new WeakSet<PathAttrs>();
 
 /** A copy of `a` with some fields replaced (for import/export policy). Not interned. */
 export function withAttrs(a: PathAttrs, changes: AttrsInit): PathAttrs {
-  const { hash: _hash, ...rest } = a;
+  const { hash: _h, asPathLen: _l, neighbourAsn: _n, ...rest } = a;
   // A key given as undefined clears that attribute (e.g. { med: undefined } strips MED).
   return makeAttrs({ ...rest, ...changes });
 }
@@ -236,7 +244,7 @@ function mixList(h: number, xs: readonly number[]): number {
   return h;
 }
 
-function hashAttrs(a: Omit<PathAttrs, 'hash'>): number {
+function hashAttrs(a: Omit<PathAttrs, 'hash' | 'asPathLen' | 'neighbourAsn'>): number {
   let h = mix(0x9747b28c, a.origin);
   h = mix(h, a.asPath.length);
   for (const seg of a.asPath) h = mixList(mix(h, seg.type), seg.asns);

@@ -6,7 +6,7 @@
 // answer that depends on input order. Every step here is a function of the candidate set, and the last step is a
 // total order, so the result never depends on the order the paths are given in.
 import { IP, compareIP } from '../net/ip.ts';
-import { asPathLength, neighbourAs, type PathAttrs } from './attrs.ts';
+import type { PathAttrs } from './attrs.ts';
 
 /** Where a path came from: 'local' = originated on this host (IPAM blocks, static), else an iBGP or eBGP peer. */
 export type PeerType = 'local' | 'ibgp' | 'ebgp';
@@ -51,23 +51,69 @@ export interface Selection<P extends Path = Path> {
 
 export const DEFAULT_LOCAL_PREF = 100;
 
-const localPrefOf = (p: Path): number => p.attrs.localPref ?? DEFAULT_LOCAL_PREF;
-// RFC 4271 9.1.2.2 c: a missing MED is treated as the lowest possible value.
-const medOf = (p: Path): number => p.attrs.med ?? 0;
 // RFC 4456 9: the ORIGINATOR_ID stands in for the router ID of a reflected route.
 const routerIdOf = (p: Path): number => p.attrs.originatorId ?? p.peer.routerId;
 
-/** Keep the candidates whose key is the minimum. */
-function keepMin<P extends Path>(c: P[], key: (p: P) => number): P[] {
-  let min = Infinity;
-  for (const p of c) {
-    const k = key(p);
-    if (k < min) min = k;
+// Keys of the "lowest wins" elimination steps. Module-level (no closures per call): selection runs on every
+// route update.
+const K_LOCAL_PREF = 0;
+const K_AS_PATH = 1;
+const K_ORIGIN = 2;
+const K_MED = 3;
+
+function keyOf(p: Path, k: number): number {
+  switch (k) {
+    case K_LOCAL_PREF: return -(p.attrs.localPref ?? DEFAULT_LOCAL_PREF); // highest wins
+    case K_AS_PATH: return p.attrs.asPathLen;
+    case K_ORIGIN: return p.attrs.origin;
+    default: return p.attrs.med ?? 0; // RFC 4271 9.1.2.2 c: a missing MED is the lowest possible value
   }
-  // Fast path: nothing eliminated means the same array comes back, so callers can compare lengths cheaply.
-  let all = true;
-  for (const p of c) if (key(p) !== min) { all = false; break; }
-  return all ? c : c.filter((p) => key(p) === min);
+}
+
+/** Keep, in place, the candidates c[0..n) whose key is the minimum; returns the new count (order kept). */
+function keepMin(c: Path[], n: number, k: number): number {
+  let min = Infinity;
+  for (let i = 0; i < n; i++) {
+    const v = keyOf(c[i], k);
+    if (v < min) min = v;
+  }
+  let m = 0;
+  for (let i = 0; i < n; i++) if (keyOf(c[i], k) === min) c[m++] = c[i];
+  return m;
+}
+
+/** Keep, in place, the candidates of one peer type when any is present; returns the new count. */
+function keepType(c: Path[], n: number, type: PeerType, drop: PeerType | null): number {
+  let any = false;
+  for (let i = 0; i < n; i++) if (c[i].peer.type === type) { any = true; break; }
+  if (!any) return n;
+  let m = 0;
+  for (let i = 0; i < n; i++) {
+    const t = c[i].peer.type;
+    if (drop === null ? t === type : t !== drop) c[m++] = c[i];
+  }
+  return m;
+}
+
+// Per-candidate "eliminated" marks for the MED step, reused between calls.
+let medDrop = new Uint8Array(16);
+
+/** RFC 4271 9.1.2.2 c: remove a path when another from the same neighbour AS has a lower MED. */
+function keepMinMedPerAs(c: Path[], n: number): number {
+  if (medDrop.length < n) medDrop = new Uint8Array(n * 2);
+  // n is the number of paths for one prefix (a handful), so the quadratic scan beats building a map.
+  for (let i = 0; i < n; i++) {
+    const as = c[i].attrs.neighbourAsn;
+    const med = keyOf(c[i], K_MED);
+    let drop = 0;
+    for (let j = 0; j < n; j++) {
+      if (c[j].attrs.neighbourAsn === as && keyOf(c[j], K_MED) < med) { drop = 1; break; }
+    }
+    medDrop[i] = drop;
+  }
+  let m = 0;
+  for (let i = 0; i < n; i++) if (!medDrop[i]) c[m++] = c[i];
+  return m;
 }
 
 /**
@@ -101,49 +147,40 @@ function tieBreakStep(a: Path, b: Path): DecidingStep {
 
 /** Select the best path and the multipath set. Returns undefined for no candidates. */
 export function selectBest<P extends Path>(paths: readonly P[], opts: BestPathOptions = {}): Selection<P> | undefined {
-  if (paths.length === 0) return undefined;
-  if (paths.length === 1) return { best: paths[0], multipath: [paths[0]], decidedBy: 'only' };
+  const total = paths.length;
+  if (total === 0) return undefined;
+  if (total === 1) return { best: paths[0], multipath: [paths[0]], decidedBy: 'only' };
+  const c = paths.slice() as Path[];
+  let n = total;
+  // The first step that leaves one candidate is the deciding one (once n is 1 every later step keeps it).
   let decidedBy: DecidingStep | undefined;
-  let c = paths.slice();
-  const step = (name: DecidingStep, next: P[]): void => {
-    if (decidedBy === undefined && next.length === 1) decidedBy = name;
-    c = next;
-  };
 
   // Routes this host originates (its blocks, static routes) beat anything learned.
-  if (c.some((p) => p.peer.type === 'local')) step('local', c.filter((p) => p.peer.type === 'local'));
-  // a) highest LOCAL_PREF (degree of preference; eBGP routes get the default, which import policy may set).
-  step('localPref', keepMin(c, (p) => -localPrefOf(p)));
-  // a) shortest AS_PATH.
-  step('asPathLength', keepMin(c, (p) => asPathLength(p.attrs.asPath)));
+  n = keepType(c, n, 'local', null);
+  if (decidedBy === undefined && n === 1) decidedBy = 'local';
+  // a) highest LOCAL_PREF (the degree of preference; import policy may set it on eBGP routes).
+  n = keepMin(c, n, K_LOCAL_PREF);
+  if (decidedBy === undefined && n === 1) decidedBy = 'localPref';
+  // a) shortest AS_PATH (an AS_SET counts 1, confederation segments 0).
+  n = keepMin(c, n, K_AS_PATH);
+  if (decidedBy === undefined && n === 1) decidedBy = 'asPathLength';
   // b) lowest ORIGIN.
-  step('origin', keepMin(c, (p) => p.attrs.origin));
-  // c) lowest MED, only among paths from the same neighbour AS: group, eliminate inside each group, keep survivors.
-  step('med', opts.alwaysCompareMed ? keepMin(c, medOf) : medWithinGroups(c));
+  n = keepMin(c, n, K_ORIGIN);
+  if (decidedBy === undefined && n === 1) decidedBy = 'origin';
+  // c) lowest MED, only among paths from the same neighbour AS (eliminate inside each group, keep the survivors).
+  n = opts.alwaysCompareMed ? keepMin(c, n, K_MED) : keepMinMedPerAs(c, n);
+  if (decidedBy === undefined && n === 1) decidedBy = 'med';
   // d) eBGP-learned over iBGP-learned.
-  if (c.some((p) => p.peer.type === 'ebgp')) step('ebgp', c.filter((p) => p.peer.type !== 'ibgp'));
+  n = keepType(c, n, 'ebgp', 'ibgp');
+  if (decidedBy === undefined && n === 1) decidedBy = 'ebgp';
   // e) lowest interior cost to the NEXT_HOP: skipped. This RIB has no IGP or next-hop resolution (next hops are
   //    on-link ToRs / reflectors), so all candidates are equal here. Paths still equal now are ECMP-equal.
-  const equal = c;
 
   // f) and the usual extensions: router ID / ORIGINATOR_ID, CLUSTER_LIST length, peer address; then source name.
-  const ordered = equal.length === 1 ? equal : equal.slice().sort(compareTieBreak);
-  const best = ordered[0];
-  if (decidedBy === undefined) decidedBy = tieBreakStep(best, ordered[1]);
+  c.length = n;
+  if (n > 1) c.sort(compareTieBreak);
+  if (decidedBy === undefined) decidedBy = tieBreakStep(c[0], c[1]);
   const max = Math.max(1, opts.maxPaths ?? 1);
-  return { best, multipath: ordered.slice(0, max), decidedBy };
-}
-
-function medWithinGroups<P extends Path>(c: P[]): P[] {
-  if (c.length === 1) return c;
-  const minByAs = new Map<number, number>();
-  for (const p of c) {
-    const as = neighbourAs(p.attrs.asPath);
-    const m = medOf(p);
-    const cur = minByAs.get(as);
-    if (cur === undefined || m < cur) minByAs.set(as, m);
-  }
-  let all = true;
-  for (const p of c) if (medOf(p) !== minByAs.get(neighbourAs(p.attrs.asPath))) { all = false; break; }
-  return all ? c : c.filter((p) => medOf(p) === minByAs.get(neighbourAs(p.attrs.asPath)));
+  if (c.length > max) c.length = max;
+  return { best: c[0] as P, multipath: c as P[], decidedBy };
 }
