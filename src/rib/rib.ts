@@ -86,57 +86,91 @@ const MAX_SOURCES = 0xffff;
 
 // ---- path entry pool ----------------------------------------------------------------------------------------
 
+// Pools are lists of fixed-size segments: growing never copies, spare room is at most one segment, and nothing is
+// freed back to malloc (copy-on-grow of one big array left RSS far above the live data: the old buffers and the
+// doubling slack stay resident).
+const SEG_SHIFT = 14;
+const SEG = 1 << SEG_SHIFT;
+const SEG_MASK = SEG - 1;
+
+/**
+ * Path entries, 16 bytes each, in one Int32Array per segment (array-of-structs, so an entry is one cache line
+ * quarter): [source | flags << 16, received attrs id, effective attrs id (-1 = rejected), next entry (-1 = end)].
+ */
 class EntryPool {
-  src = new Uint16Array(1024);
-  raw = new Int32Array(1024);
-  eff = new Int32Array(1024);
-  next = new Int32Array(1024);
-  flags = new Uint8Array(1024);
+  private segs: Int32Array[] = [];
   private top = 0;
   private freeHead = NONE;
   live = 0;
 
-  alloc(): number {
+  alloc(src: number): number {
     let e = this.freeHead;
-    if (e !== NONE) this.freeHead = this.next[e];
+    if (e !== NONE) this.freeHead = this.next(e);
     else {
-      if (this.top === this.src.length) this.grow();
+      if (this.top === this.segs.length * SEG) this.segs.push(new Int32Array(SEG * 4));
       e = this.top++;
     }
     this.live++;
+    const s = this.segs[e >>> SEG_SHIFT];
+    const o = (e & SEG_MASK) << 2;
+    s[o] = src;
+    s[o + 3] = NONE;
     return e;
   }
 
   free(e: number): void {
-    this.next[e] = this.freeHead;
+    this.segs[e >>> SEG_SHIFT][(e & SEG_MASK) << 2] = 0;
+    this.setNext(e, this.freeHead);
     this.freeHead = e;
     this.live--;
   }
 
-  bytes(): number {
-    return this.src.byteLength + this.raw.byteLength + this.eff.byteLength + this.next.byteLength + this.flags.byteLength;
+  src(e: number): number {
+    return this.segs[e >>> SEG_SHIFT][(e & SEG_MASK) << 2] & 0xffff;
+  }
+  flags(e: number): number {
+    return this.segs[e >>> SEG_SHIFT][(e & SEG_MASK) << 2] >>> 16;
+  }
+  setFlags(e: number, f: number): void {
+    const s = this.segs[e >>> SEG_SHIFT];
+    const o = (e & SEG_MASK) << 2;
+    s[o] = (s[o] & 0xffff) | (f << 16);
+  }
+  raw(e: number): number {
+    return this.segs[e >>> SEG_SHIFT][((e & SEG_MASK) << 2) + 1];
+  }
+  setRaw(e: number, id: number): void {
+    this.segs[e >>> SEG_SHIFT][((e & SEG_MASK) << 2) + 1] = id;
+  }
+  eff(e: number): number {
+    return this.segs[e >>> SEG_SHIFT][((e & SEG_MASK) << 2) + 2];
+  }
+  setEff(e: number, id: number): void {
+    this.segs[e >>> SEG_SHIFT][((e & SEG_MASK) << 2) + 2] = id;
+  }
+  next(e: number): number {
+    return this.segs[e >>> SEG_SHIFT][((e & SEG_MASK) << 2) + 3];
+  }
+  setNext(e: number, n: number): void {
+    this.segs[e >>> SEG_SHIFT][((e & SEG_MASK) << 2) + 3] = n;
   }
 
-  private grow(): void {
-    // 1.5x: a full table's doubling slack would otherwise cost tens of MB.
-    const cap = Math.ceil(this.src.length * 1.5);
-    const g = <T extends Uint16Array | Int32Array | Uint8Array>(a: T, n: T): T => (n.set(a), n);
-    this.src = g(this.src, new Uint16Array(cap));
-    this.raw = g(this.raw, new Int32Array(cap));
-    this.eff = g(this.eff, new Int32Array(cap));
-    this.next = g(this.next, new Int32Array(cap));
-    this.flags = g(this.flags, new Uint8Array(cap));
+  bytes(): number {
+    return this.segs.length * SEG * 16;
   }
 }
 
 // ---- per-family prefix records ------------------------------------------------------------------------------
 
+/**
+ * Prefix records of one family, in segments of Int32Array: [address words (1 for IPv4, 4 for IPv6), length,
+ * head entry]. Length 255 marks a free record; free records are chained through their head field.
+ */
 class Table {
   readonly trie: Trie;
-  readonly wpr: number; // address words stored per record
-  words: Uint32Array;
-  len: Uint8Array;
-  head: Int32Array;
+  private readonly wpr: number; // address words per record
+  private readonly stride: number;
+  private segs: Int32Array[] = [];
   private top = 0;
   private freeHead = NONE;
   live = 0;
@@ -144,9 +178,7 @@ class Table {
   constructor(readonly family: Family, trieOpts: TrieOptions | undefined) {
     this.trie = new Trie(family, trieOpts);
     this.wpr = family === 4 ? 1 : 4;
-    this.words = new Uint32Array(1024 * this.wpr);
-    this.len = new Uint8Array(1024);
-    this.head = new Int32Array(1024);
+    this.stride = this.wpr + 2;
   }
 
   get highWater(): number {
@@ -157,69 +189,66 @@ class Table {
     return this.trie.getWords(p.w0, p.w1, p.w2, p.w3, p.len);
   }
 
+  head(r: number): number {
+    return this.segs[r >>> SEG_SHIFT][(r & SEG_MASK) * this.stride + this.wpr + 1];
+  }
+
+  setHead(r: number, e: number): void {
+    this.segs[r >>> SEG_SHIFT][(r & SEG_MASK) * this.stride + this.wpr + 1] = e;
+  }
+
+  isLive(r: number): boolean {
+    return this.segs[r >>> SEG_SHIFT][(r & SEG_MASK) * this.stride + this.wpr] !== FREE_LEN;
+  }
+
   /** The record for `p`, created (empty) if absent. */
   findOrAdd(p: Prefix): number {
-    const r = this.find(p);
-    if (r !== NONE) return r;
-    let n = this.freeHead;
-    if (n !== NONE) this.freeHead = this.head[n];
+    const found = this.find(p);
+    if (found !== NONE) return found;
+    let r = this.freeHead;
+    if (r !== NONE) this.freeHead = this.head(r);
     else {
-      if (this.top === this.len.length) this.grow();
-      n = this.top++;
+      if (this.top === this.segs.length * SEG) this.segs.push(new Int32Array(SEG * this.stride));
+      r = this.top++;
     }
-    const o = n * this.wpr;
-    this.words[o] = p.w0;
+    const s = this.segs[r >>> SEG_SHIFT];
+    const o = (r & SEG_MASK) * this.stride;
+    s[o] = p.w0;
     if (this.wpr === 4) {
-      this.words[o + 1] = p.w1;
-      this.words[o + 2] = p.w2;
-      this.words[o + 3] = p.w3;
+      s[o + 1] = p.w1;
+      s[o + 2] = p.w2;
+      s[o + 3] = p.w3;
     }
-    this.len[n] = p.len;
-    this.head[n] = NONE;
-    this.trie.insertWords(p.w0, p.w1, p.w2, p.w3, p.len, n);
+    s[o + this.wpr] = p.len;
+    s[o + this.wpr + 1] = NONE;
+    this.trie.insertWords(p.w0, p.w1, p.w2, p.w3, p.len, r);
     this.live++;
-    return n;
+    return r;
   }
 
   /** Remove an (empty) record from the trie and recycle it. */
   remove(r: number): void {
-    const o = r * this.wpr;
-    const w = this.words;
-    if (this.wpr === 1) this.trie.deleteWords(w[o], 0, 0, 0, this.len[r]);
-    else this.trie.deleteWords(w[o], w[o + 1], w[o + 2], w[o + 3], this.len[r]);
-    this.len[r] = FREE_LEN;
-    this.head[r] = this.freeHead;
+    const s = this.segs[r >>> SEG_SHIFT];
+    const o = (r & SEG_MASK) * this.stride;
+    const len = s[o + this.wpr];
+    if (this.wpr === 1) this.trie.deleteWords(s[o] >>> 0, 0, 0, 0, len);
+    else this.trie.deleteWords(s[o] >>> 0, s[o + 1] >>> 0, s[o + 2] >>> 0, s[o + 3] >>> 0, len);
+    s[o + this.wpr] = FREE_LEN;
+    s[o + this.wpr + 1] = this.freeHead;
     this.freeHead = r;
     this.live--;
   }
 
-  isLive(r: number): boolean {
-    return this.len[r] !== FREE_LEN;
-  }
-
   prefix(r: number): Prefix {
-    const o = r * this.wpr;
-    const w = this.words;
+    const s = this.segs[r >>> SEG_SHIFT];
+    const o = (r & SEG_MASK) * this.stride;
     return this.wpr === 1
-      ? new Prefix(4, w[o], 0, 0, 0, this.len[r])
-      : new Prefix(6, w[o], w[o + 1], w[o + 2], w[o + 3], this.len[r]);
+      ? new Prefix(4, s[o] >>> 0, 0, 0, 0, s[o + 1])
+      : new Prefix(6, s[o] >>> 0, s[o + 1] >>> 0, s[o + 2] >>> 0, s[o + 3] >>> 0, s[o + 4]);
   }
 
-  bytes(): number {
-    return this.words.byteLength + this.len.byteLength + this.head.byteLength + this.trie.memoryBytes();
-  }
-
-  private grow(): void {
-    const cap = Math.ceil(this.len.length * 1.5);
-    const words = new Uint32Array(cap * this.wpr);
-    words.set(this.words);
-    const len = new Uint8Array(cap);
-    len.set(this.len);
-    const head = new Int32Array(cap);
-    head.set(this.head);
-    this.words = words;
-    this.len = len;
-    this.head = head;
+  recordBytes(): number {
+    return this.segs.length * SEG * this.stride * 4;
   }
 }
 
@@ -361,45 +390,43 @@ export class Rib {
     const t = this.tables[fi];
     const r = t.findOrAdd(prefix);
     const E = this.e;
-    let e = this.entryOf(t.head[r], s);
+    let e = this.entryOf(t.head(r), s);
     const rawId = this.interner.internId(attrs);
     const effId = eff === null ? NONE : eff === attrs ? (this.interner.retainId(rawId), rawId) : this.interner.internId(eff);
-    if (e !== NONE && E.raw[e] === rawId && E.eff[e] === effId) {
+    if (e !== NONE && E.raw(e) === rawId && E.eff(e) === effId) {
       // Unchanged content: drop the references just taken, refresh the stale mark.
       this.interner.releaseId(rawId);
       if (effId !== NONE) this.interner.releaseId(effId);
-      if (E.flags[e] & STALE) {
-        E.flags[e] &= ~STALE;
+      if (E.flags(e) & STALE) {
+        E.setFlags(e, E.flags(e) & ~STALE);
         st.counts.stale--;
       }
       return;
     }
     this.capture(fi, r, t);
     if (e === NONE) {
-      e = E.alloc();
-      E.src[e] = s;
-      E.flags[e] = 0;
+      e = E.alloc(s);
       // New entries go after the head so an existing best stays first until reselection.
-      const h = t.head[r];
+      const h = t.head(r);
       if (h === NONE) {
-        E.next[e] = NONE;
-        t.head[r] = e;
+        E.setNext(e, NONE);
+        t.setHead(r, e);
       } else {
-        E.next[e] = E.next[h];
-        E.next[h] = e;
+        E.setNext(e, E.next(h));
+        E.setNext(h, e);
       }
       st.counts.received++;
     } else {
-      this.interner.releaseId(E.raw[e]);
-      if (E.eff[e] !== NONE) {
-        this.interner.releaseId(E.eff[e]);
+      this.interner.releaseId(E.raw(e));
+      if (E.eff(e) !== NONE) {
+        this.interner.releaseId(E.eff(e));
         st.counts.accepted--;
       }
-      if (E.flags[e] & STALE) st.counts.stale--;
-      E.flags[e] &= ~STALE;
+      if (E.flags(e) & STALE) st.counts.stale--;
+      E.setFlags(e, E.flags(e) & ~STALE);
     }
-    E.raw[e] = rawId;
-    E.eff[e] = effId;
+    E.setRaw(e, rawId);
+    E.setEff(e, effId);
     if (effId !== NONE) st.counts.accepted++;
     this.reselect(t, r);
   }
@@ -411,7 +438,7 @@ export class Rib {
     const t = this.tables[fi];
     const r = t.find(prefix);
     if (r === NONE) return false;
-    const e = this.entryOf(t.head[r], s);
+    const e = this.entryOf(t.head(r), s);
     if (e === NONE) return false;
     this.capture(fi, r, t);
     this.unlink(t, r, e);
@@ -433,9 +460,9 @@ export class Rib {
     for (const t of this.tables) {
       for (let r = 0, top = t.highWater; r < top; r++) {
         if (!t.isLive(r)) continue;
-        for (let e = t.head[r]; e !== NONE; e = E.next[e]) {
-          if (E.src[e] === s && !(E.flags[e] & STALE)) {
-            E.flags[e] |= STALE;
+        for (let e = t.head(r); e !== NONE; e = E.next(e)) {
+          if (E.src(e) === s && !(E.flags(e) & STALE)) {
+            E.setFlags(e, E.flags(e) | (STALE));
             n++;
           }
         }
@@ -460,22 +487,22 @@ export class Rib {
       const t = this.tables[fi];
       for (let r = 0, top = t.highWater; r < top; r++) {
         if (!t.isLive(r)) continue;
-        const e = this.entryOf(t.head[r], s);
+        const e = this.entryOf(t.head(r), s);
         if (e === NONE) continue;
-        const raw = this.interner.get(E.raw[e]);
+        const raw = this.interner.get(E.raw(e));
         const prefix = t.prefix(r);
         const eff = st.policy ? st.policy(prefix, raw, source) : raw;
         const effId = eff === null ? NONE : this.interner.internId(eff);
-        if (effId === E.eff[e]) {
+        if (effId === E.eff(e)) {
           if (effId !== NONE) this.interner.releaseId(effId);
           continue;
         }
         this.capture(fi, r, t, prefix);
-        if (E.eff[e] !== NONE) {
-          this.interner.releaseId(E.eff[e]);
+        if (E.eff(e) !== NONE) {
+          this.interner.releaseId(E.eff(e));
           st.counts.accepted--;
         }
-        E.eff[e] = effId;
+        E.setEff(e, effId);
         if (effId !== NONE) st.counts.accepted++;
         this.reselect(t, r);
         changed++;
@@ -492,8 +519,8 @@ export class Rib {
       // Walk the record arrays, not the trie: records are removed from the trie as they empty.
       for (let r = 0, top = t.highWater; r < top; r++) {
         if (!t.isLive(r)) continue;
-        const e = this.entryOf(t.head[r], s);
-        if (e === NONE || (E.flags[e] & needFlags) !== needFlags) continue;
+        const e = this.entryOf(t.head(r), s);
+        if (e === NONE || (E.flags(e) & needFlags) !== needFlags) continue;
         this.capture(fi, r, t);
         this.unlink(t, r, e);
         this.reselect(t, r);
@@ -506,34 +533,34 @@ export class Rib {
 
   private entryOf(head: number, s: number): number {
     const E = this.e;
-    for (let e = head; e !== NONE; e = E.next[e]) if (E.src[e] === s) return e;
+    for (let e = head; e !== NONE; e = E.next(e)) if (E.src(e) === s) return e;
     return NONE;
   }
 
   private unlink(t: Table, r: number, e: number): void {
     const E = this.e;
-    if (t.head[r] === e) t.head[r] = E.next[e];
+    if (t.head(r) === e) t.setHead(r, E.next(e));
     else {
-      let p = t.head[r];
-      while (E.next[p] !== e) p = E.next[p];
-      E.next[p] = E.next[e];
+      let p = t.head(r);
+      while (E.next(p) !== e) p = E.next(p);
+      E.setNext(p, E.next(e));
     }
-    const c = this.sources[E.src[e]]!.counts;
+    const c = this.sources[E.src(e)]!.counts;
     c.received--;
-    if (E.eff[e] !== NONE) {
+    if (E.eff(e) !== NONE) {
       c.accepted--;
-      this.interner.releaseId(E.eff[e]);
+      this.interner.releaseId(E.eff(e));
     }
-    if (E.flags[e] & STALE) c.stale--;
-    if (E.flags[e] & BEST) c.best--;
-    this.interner.releaseId(E.raw[e]);
-    E.flags[e] = 0;
+    if (E.flags(e) & STALE) c.stale--;
+    if (E.flags(e) & BEST) c.best--;
+    this.interner.releaseId(E.raw(e));
+    E.setFlags(e, 0);
     E.free(e);
   }
 
   private dropIfEmpty(fi: number, t: Table, r: number): void {
     // A prefix waiting in the batch keeps its record until flush, so later changes in the batch coalesce with it.
-    if (t.head[r] === NONE && !this.pending.has(r * 2 + fi)) t.remove(r);
+    if (t.head(r) === NONE && !this.pending.has(r * 2 + fi)) t.remove(r);
   }
 
   /** Re-run selection for a record and reorder its list: best, rest of multipath, others. */
@@ -542,23 +569,23 @@ export class Rib {
     let n = 0;
     let m = 0;
     let list = this.listScratch;
-    const h = t.head[r];
-    if (h !== NONE && E.flags[h] & BEST) this.sources[E.src[h]]!.counts.best--;
-    for (let e = h; e !== NONE; e = E.next[e]) {
+    const h = t.head(r);
+    if (h !== NONE && E.flags(h) & BEST) this.sources[E.src(h)]!.counts.best--;
+    for (let e = h; e !== NONE; e = E.next(e)) {
       if (m === list.length) {
         const bigger = new Int32Array(m * 2);
         bigger.set(list);
         list = this.listScratch = bigger;
       }
       list[m++] = e;
-      E.flags[e] &= ~(BEST | MULTI);
-      if (E.eff[e] === NONE) continue;
+      E.setFlags(e, E.flags(e) & ~(BEST | MULTI));
+      if (E.eff(e) === NONE) continue;
       const c = (this.pool[n] ??= new Candidate());
-      const st = this.sources[E.src[e]]!;
+      const st = this.sources[E.src(e)]!;
       c.source = st.name;
       c.peer = st.peer;
-      c.attrs = this.interner.get(E.eff[e]);
-      c.stale = (E.flags[e] & STALE) !== 0;
+      c.attrs = this.interner.get(E.eff(e));
+      c.stale = (E.flags(e) & STALE) !== 0;
       c.entry = e;
       this.cands[n++] = c;
     }
@@ -566,20 +593,24 @@ export class Rib {
     this.cands.length = n;
     const sel = selectBest(this.cands, this.bestOpts)!;
     // Relink: selected entries first in selection order, then the rest in their old order.
-    let prev = NONE;
-    const link = (e: number): void => {
-      if (prev === NONE) t.head[r] = e;
-      else E.next[prev] = e;
+    const mp = sel.multipath;
+    let prev = mp[0].entry;
+    t.setHead(r, prev);
+    E.setFlags(prev, E.flags(prev) | BEST | MULTI);
+    for (let i = 1; i < mp.length; i++) {
+      const e = mp[i].entry;
+      E.setFlags(e, E.flags(e) | MULTI);
+      E.setNext(prev, e);
       prev = e;
-    };
-    for (let i = 0; i < sel.multipath.length; i++) {
-      const e = sel.multipath[i].entry;
-      E.flags[e] |= i === 0 ? BEST | MULTI : MULTI;
-      link(e);
     }
-    for (let i = 0; i < m; i++) if (!(E.flags[list[i]] & MULTI)) link(list[i]);
-    E.next[prev] = NONE;
-    this.sources[E.src[sel.best.entry]]!.counts.best++;
+    for (let i = 0; i < m; i++) {
+      const e = list[i];
+      if (E.flags(e) & MULTI) continue;
+      E.setNext(prev, e);
+      prev = e;
+    }
+    E.setNext(prev, NONE);
+    this.sources[E.src(sel.best.entry)]!.counts.best++;
   }
 
   // ---- change feed ------------------------------------------------------------------------------------------
@@ -617,7 +648,7 @@ export class Rib {
         batch.push(ch);
       }
       if (p.before) for (let i = 1; i < p.before.length; i += 2) this.interner.releaseId(p.before[i]);
-      if (t.head[p.rec] === NONE) t.remove(p.rec);
+      if (t.head(p.rec) === NONE) t.remove(p.rec);
     }
     for (const s of this.retiredSources) this.freeSources.push(s);
     this.retiredSources = [];
@@ -647,12 +678,12 @@ export class Rib {
   /** [source, attrs id, ...] of the best path and the multipath set, or null for no best. */
   private bestSig(t: Table, r: number, retain: boolean): number[] | null {
     const E = this.e;
-    const h = t.head[r];
-    if (h === NONE || !(E.flags[h] & BEST)) return null;
+    const h = t.head(r);
+    if (h === NONE || !(E.flags(h) & BEST)) return null;
     const sig: number[] = [];
-    for (let e = h; e !== NONE && E.flags[e] & MULTI; e = E.next[e]) {
-      sig.push(E.src[e], E.eff[e]);
-      if (retain) this.interner.retainId(E.eff[e]);
+    for (let e = h; e !== NONE && E.flags(e) & MULTI; e = E.next(e)) {
+      sig.push(E.src(e), E.eff(e));
+      if (retain) this.interner.retainId(E.eff(e));
     }
     return sig;
   }
@@ -690,7 +721,7 @@ export class Rib {
     const r = t.find(prefix);
     const out: Path[] = [];
     if (r === NONE) return out;
-    for (let e = t.head[r]; e !== NONE; e = this.e.next[e]) if (this.e.eff[e] !== NONE) out.push(this.pathOf(e));
+    for (let e = t.head(r); e !== NONE; e = this.e.next(e)) if (this.e.eff(e) !== NONE) out.push(this.pathOf(e));
     return out;
   }
 
@@ -720,13 +751,13 @@ export class Rib {
     const E = this.e;
     for (const t of this.tables) {
       for (const { prefix, value: r } of t.trie.entries()) {
-        const e = this.entryOf(t.head[r], s);
+        const e = this.entryOf(t.head(r), s);
         if (e === NONE) continue;
         yield {
           prefix,
-          attrs: this.interner.get(E.raw[e]),
-          effective: E.eff[e] === NONE ? null : this.interner.get(E.eff[e]),
-          stale: (E.flags[e] & STALE) !== 0,
+          attrs: this.interner.get(E.raw(e)),
+          effective: E.eff(e) === NONE ? null : this.interner.get(E.eff(e)),
+          stale: (E.flags(e) & STALE) !== 0,
         };
       }
     }
@@ -734,7 +765,25 @@ export class Rib {
 
   /** Bytes held in typed arrays (tries, records, path entries); excludes attribute objects. */
   memoryBytes(): number {
-    return this.tables[0].bytes() + this.tables[1].bytes() + this.e.bytes();
+    const [t4, t6] = this.tables;
+    return t4.trie.memoryBytes() + t6.trie.memoryBytes() + t4.recordBytes() + t6.recordBytes() + this.e.bytes();
+  }
+
+  /** Give back the tries' spare pool capacity (worth doing after a bulk load, e.g. at End-of-RIB). */
+  compact(): void {
+    for (const t of this.tables) t.trie.compact();
+  }
+
+  /** Typed-array bytes by part, for the status endpoint and benchmarks. */
+  memoryStats(): { trie4: number; trie6: number; records4: number; records6: number; paths: number } {
+    const [t4, t6] = this.tables;
+    return {
+      trie4: t4.trie.memoryBytes(),
+      trie6: t6.trie.memoryBytes(),
+      records4: t4.recordBytes(),
+      records6: t6.recordBytes(),
+      paths: this.e.bytes(),
+    };
   }
 
   /** Path entries held (all sources). */
@@ -747,18 +796,18 @@ export class Rib {
   }
 
   private hasBest(t: Table, r: number): boolean {
-    const h = t.head[r];
-    return h !== NONE && (this.e.flags[h] & BEST) !== 0;
+    const h = t.head(r);
+    return h !== NONE && (this.e.flags(h) & BEST) !== 0;
   }
 
   private bestOf(t: Table, r: number): Path | undefined {
-    return this.hasBest(t, r) ? this.pathOf(t.head[r]) : undefined;
+    return this.hasBest(t, r) ? this.pathOf(t.head(r)) : undefined;
   }
 
   private multipathOf(t: Table, r: number): Path[] {
     const out: Path[] = [];
     if (!this.hasBest(t, r)) return out;
-    for (let e = t.head[r]; e !== NONE && this.e.flags[e] & MULTI; e = this.e.next[e]) out.push(this.pathOf(e));
+    for (let e = t.head(r); e !== NONE && this.e.flags(e) & MULTI; e = this.e.next(e)) out.push(this.pathOf(e));
     return out;
   }
 
@@ -769,8 +818,8 @@ export class Rib {
 
   private pathOf(e: number): Path {
     const E = this.e;
-    const st = this.sources[E.src[e]]!;
-    return { source: st.name, attrs: this.interner.get(E.eff[e]), peer: st.peer, stale: (E.flags[e] & STALE) !== 0 };
+    const st = this.sources[E.src(e)]!;
+    return { source: st.name, attrs: this.interner.get(E.eff(e)), peer: st.peer, stale: (E.flags(e) & STALE) !== 0 };
   }
 
   // ---- Adj-RIB-Out ------------------------------------------------------------------------------------------
