@@ -36,6 +36,10 @@ export interface SourceOptions {
   importPolicy?: ImportPolicy;
 }
 
+/**
+ * The net change of one prefix's best path (or multipath set) over a batch. Stale marks (graceful restart) and
+ * changes among non-selected paths produce no event.
+ */
 export interface RibChange {
   type: 'add' | 'replace' | 'withdraw';
   prefix: Prefix;
@@ -386,13 +390,14 @@ export class Rib {
     const s = this.srcIndex(source);
     const st = this.sources[s]!;
     const eff = effective !== undefined ? effective : st.policy ? st.policy(prefix, attrs, source) : attrs;
+    // Intern before touching the table, so a bad record cannot leave an empty prefix behind.
+    const rawId = this.interner.internId(attrs);
+    const effId = eff === null ? NONE : eff === attrs ? (this.interner.retainId(rawId), rawId) : this.interner.internId(eff);
     const fi = prefix.family === 4 ? 0 : 1;
     const t = this.tables[fi];
     const r = t.findOrAdd(prefix);
     const E = this.e;
     let e = this.entryOf(t.head(r), s);
-    const rawId = this.interner.internId(attrs);
-    const effId = eff === null ? NONE : eff === attrs ? (this.interner.retainId(rawId), rawId) : this.interner.internId(eff);
     if (e !== NONE && E.raw(e) === rawId && E.eff(e) === effId) {
       // Unchanged content: drop the references just taken, refresh the stale mark.
       this.interner.releaseId(rawId);
