@@ -1,0 +1,9 @@
+// The BGP-4 wire codec: pure message decode/encode, stream framing and a JSON view. No I/O.
+export * from './messages.ts';
+export * from './errors.ts';
+export * from './nlri.ts';
+export * from './decode.ts';
+export * from './encode.ts';
+export * from './framer.ts';
+export * from './open.ts';
+export * from './json.ts';
