@@ -51,9 +51,9 @@ async function lpm(argv: string[]): Promise<number> {
 
   // Values in the tries are indexes into the table's prefix lists.
   const { v4, v6 } = table;
-  const t4 = new Trie(4);
+  const t4 = new Trie(4, { expectedSize: v4.count });
   for (let i = 0; i < v4.count; i++) t4.insertWords(v4.words[i], 0, 0, 0, v4.lens[i], i);
-  const t6 = new Trie(6);
+  const t6 = new Trie(6, { expectedSize: v6.count });
   for (let i = 0; i < v6.count; i++) {
     const b = i * 4;
     t6.insertWords(v6.words[b], v6.words[b + 1], v6.words[b + 2], v6.words[b + 3], v6.lens[i], i);

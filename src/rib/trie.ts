@@ -39,12 +39,21 @@ export interface TriePoolStats {
 }
 
 export interface TrieOptions {
-  /** Bits resolved by the first, directly indexed level: 4, 8, 12 or 16 (default 16: 256 KiB of fixed table). */
+  /** Bits resolved by the first, directly indexed level: 4, 8, 12, 16 or 20 (default 16: 256 KiB of fixed table). */
   rootBits?: number;
+  /**
+   * Root width to switch to once the trie holds 2^17 prefixes (one rebuild). Default 20 for IPv4 (a 4 MiB root
+   * table saves a memory load per lookup on full tables), rootBits for IPv6 (no gain there).
+   */
+  maxRootBits?: number;
+  /** Expected number of prefixes: picks the root width up front and pre-sizes the pools (no rebuild, no regrowth). */
+  expectedSize?: number;
 }
 
 const NONE = -1;
 const MAX_VALUE = 0x7fffffff;
+// Size at which a trie switches to its widest root table (maxRootBits).
+const WIDEN_AT = 1 << 17;
 // ORDER lists the 30 positions and 16 child slots of a chunk in comparePrefix order (a pre-order walk of the
 // 4-level binary tree inside the chunk, each full-depth position followed by its child chunk).
 const ORDER = new Int8Array(46);
@@ -96,39 +105,55 @@ function nibAt(kw: Uint32Array, d: number): number {
 export class Trie {
   readonly family: Family;
   private readonly bits: number;
-  private readonly rootBits: number;
-  private readonly rootShift: number;
-  private readonly fixedChunks: number;
-  private readonly topBase: number; // tbl base of the depth-0 chunk
-  private readonly levelOffset: number[]; // first chunk index of each fixed level, by depth/4
+  private readonly maxRootBits: number;
+  // Layout of the fixed top levels; changed only by widen().
+  private rootBits = 0;
+  private rootShift = 0;
+  private fixedChunks = 0;
+  private topBase = 0; // tbl base of the depth-0 chunk
+  private levelOffset: number[] = []; // first chunk index of each fixed level, by depth/4
 
-  private tbl: Int32Array;
-  private ownBits: Int32Array;
-  private ownBlk: Int32Array;
-  private ownCap: Uint8Array;
-  private chunkCap: number;
-  private chunkTop: number;
+  private tbl!: Int32Array;
+  private ownBits!: Int32Array;
+  private ownBlk!: Int32Array;
+  private ownCap!: Uint8Array;
+  private chunkCap = 0;
+  private chunkTop = 0;
   private chunkFree = NONE;
-  private liveChunks: number;
+  private liveChunks = 0;
 
-  private vals: Int32Array;
+  private vals!: Int32Array;
   private valTop = 0;
   private valFree = new Int32Array(31).fill(NONE); // free block chains by size 1..30
   private valFreeWords = 0;
+  private bumpedSinceCompact = Infinity;
 
   private defVal = NONE;
   private count = 0;
   private readonly kw = new Uint32Array(4); // scratch key for the generic (non-hot) paths
-  // Path of the last walk (chunk bases, nibbles, inherited values), for collapsing after a delete.
+  // Path of the last walk (chunk bases and nibbles), for collapsing after a delete.
   private readonly pathC = new Int32Array(33);
   private readonly pathN = new Int32Array(33);
 
   constructor(family: Family, options: TrieOptions = {}) {
     if (family !== 4 && family !== 6) throw new RangeError(`family must be 4 or 6, got ${String(family)}`);
-    const rootBits = options.rootBits ?? 16;
-    if (![4, 8, 12, 16].includes(rootBits)) throw new RangeError(`rootBits must be 4, 8, 12 or 16, got ${rootBits}`);
+    const expected = Math.max(0, Math.floor(options.expectedSize ?? 0));
+    const maxRootBits = options.maxRootBits ?? (family === 4 ? Math.max(20, options.rootBits ?? 16) : options.rootBits ?? 16);
+    const rootBits = options.rootBits ?? (expected >= WIDEN_AT ? maxRootBits : 16);
+    for (const [name, v] of [['rootBits', rootBits], ['maxRootBits', maxRootBits]] as const) {
+      if (![4, 8, 12, 16, 20].includes(v)) throw new RangeError(`${name} must be 4, 8, 12, 16 or 20, got ${v}`);
+    }
+    if (maxRootBits < rootBits) throw new RangeError(`maxRootBits ${maxRootBits} is below rootBits ${rootBits}`);
     this.family = family;
     this.bits = maxLen(family);
+    this.maxRootBits = maxRootBits;
+    // Pool sizes for an expected table: full tables need about n/5 chunks for IPv4 and 2n/3 for IPv6.
+    const chunks = Math.ceil(expected * (family === 4 ? 0.2 : 0.67));
+    this.layout(rootBits, Math.max(64, chunks), Math.max(256, expected));
+  }
+
+  /** Fresh, empty pools for a root of `rootBits` bits, with room for `extraChunks` and `valueWords`. */
+  private layout(rootBits: number, extraChunks: number, valueWords: number): void {
     this.rootBits = rootBits;
     this.rootShift = 32 - rootBits;
     // Fixed levels: the deepest one (depth rootBits-4) at chunk indexes 0.., the ones above it after.
@@ -141,15 +166,46 @@ export class Trie {
     }
     this.fixedChunks = idx;
     this.topBase = this.levelOffset[0] * 16;
-    this.chunkCap = idx + 64;
+    this.chunkCap = idx + extraChunks;
     this.tbl = new Int32Array(this.chunkCap * 16);
     this.ownBits = new Int32Array(this.chunkCap);
     this.ownBlk = new Int32Array(this.chunkCap);
     this.ownCap = new Uint8Array(this.chunkCap);
-    this.vals = new Int32Array(256);
+    this.vals = new Int32Array(valueWords);
     this.chunkTop = idx;
     this.liveChunks = idx;
+    this.chunkFree = NONE;
+    this.valTop = 0;
+    this.valFree.fill(NONE);
+    this.valFreeWords = 0;
+    this.defVal = NONE;
+    this.count = 0;
     this.initFixed();
+  }
+
+  /**
+   * Rebuild with a wider root table. A big table pays a fixed 4 MiB for a 2^20-entry IPv4 root and saves a
+   * dependent memory load on most lookups; small tries never pay it.
+   */
+  private widen(rootBits: number): void {
+    const n = this.count;
+    const words = new Uint32Array(n * 4);
+    const lens = new Uint8Array(n);
+    const values = new Int32Array(n);
+    let i = 0;
+    for (const e of this.iterate(undefined)) {
+      const p = e.prefix;
+      words[i * 4] = p.w0;
+      words[i * 4 + 1] = p.w1;
+      words[i * 4 + 2] = p.w2;
+      words[i * 4 + 3] = p.w3;
+      lens[i] = p.len;
+      values[i++] = e.value;
+    }
+    this.layout(rootBits, Math.max(64, this.liveChunks - this.fixedChunks), Math.max(256, this.valTop));
+    for (let j = 0; j < n; j++) {
+      this.insertWords(words[j * 4], words[j * 4 + 1], words[j * 4 + 2], words[j * 4 + 3], lens[j], values[j]);
+    }
   }
 
   private initFixed(): void {
@@ -170,6 +226,11 @@ export class Trie {
   /** Number of stored prefixes. */
   get size(): number {
     return this.count;
+  }
+
+  /** Bits resolved by the root table (grows to maxRootBits once the trie is big). */
+  get rootWidth(): number {
+    return this.rootBits;
   }
 
   // ---- hot path: longest-prefix match on raw words --------------------------------------------------------------
@@ -284,6 +345,7 @@ export class Trie {
 
   /** insert() on raw words; bits past `len` are ignored. No validation: len and value must be in range. */
   insertWords(w0: number, w1: number, w2: number, w3: number, len: number, value: number): number {
+    if (this.count >= WIDEN_AT && this.rootBits < this.maxRootBits) this.widen(this.maxRootBits);
     this.loadKey(w0, w1, w2, w3, len);
     if (len === 0) {
       const old = this.defVal;
@@ -526,7 +588,8 @@ export class Trie {
     const ownCap = new Uint8Array(live);
     let valWords = 0;
     for (let ci = 0; ci < this.chunkTop; ci++) if (this.ownCap[ci] > 0) valWords += popcnt(this.ownBits[ci]);
-    const vals = new Int32Array(Math.max(16, valWords));
+    // A little room on top (1/64) so that ordinary churn right after a compaction does not double the pool.
+    const vals = new Int32Array(valWords + Math.max(64, valWords >> 6));
     let vTop = 0;
     let next = this.fixedChunks;
     const copyOwn = (from: number, to: number): void => {
@@ -578,6 +641,7 @@ export class Trie {
     this.valTop = vTop;
     this.valFree.fill(NONE);
     this.valFreeWords = 0;
+    this.bumpedSinceCompact = Infinity; // exactly full now: the first time room runs out, compacting is right
   }
 
   // ---- internals -------------------------------------------------------------------------------------------------
@@ -782,6 +846,15 @@ export class Trie {
     const bits = this.ownBits[ci];
     const n = popcnt(bits);
     const r = popcnt(bits & ((1 << pos) - 1));
+    const cap0 = this.ownCap[ci];
+    if (n === cap0 && n > 0 && this.valFree[n + 1] === NONE && this.ownBlk[ci] + n === this.valTop &&
+        this.valTop < this.vals.length) {
+      // No free block of the next size, and this one ends at the top of the pool: grow it in place (bulk loads
+      // fill one chunk at a time, so this keeps the pool free of holes).
+      this.valTop++;
+      this.bumpedSinceCompact++;
+      this.ownCap[ci] = n + 1;
+    }
     if (n < this.ownCap[ci]) {
       const blk = this.ownBlk[ci];
       const v = this.vals;
@@ -841,7 +914,10 @@ export class Trie {
       return head;
     }
     if (this.valTop + size > this.vals.length) {
-      if (this.valFreeWords * 4 >= this.vals.length) this.compactVals();
+      // Compact rather than grow when that makes room, unless the last compaction was recent (then the pool is
+      // really full, and compacting again and again would cost more than growing).
+      const cap = this.vals.length;
+      if (this.valTop - this.valFreeWords + size <= cap && this.bumpedSinceCompact >= cap >> 5) this.compactVals();
       if (this.valTop + size > this.vals.length) {
         const grown = new Int32Array(Math.max(this.vals.length * 2, this.valTop + size));
         grown.set(this.vals);
@@ -850,6 +926,7 @@ export class Trie {
     }
     const at = this.valTop;
     this.valTop += size;
+    this.bumpedSinceCompact += size;
     return at;
   }
 
@@ -876,6 +953,7 @@ export class Trie {
     this.valTop = top;
     this.valFree.fill(NONE);
     this.valFreeWords = 0;
+    this.bumpedSinceCompact = 0;
   }
 }
 

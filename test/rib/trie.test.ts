@@ -189,13 +189,21 @@ for (const family of [4, 6] as Family[]) {
         if (cleared.chunkHighWater > full.chunkHighWater || cleared.valueHighWater > full.valueHighWater) {
           throw new Error('deletes took new pool space');
         }
-        for (let round = 0; round < 3; round++) {
-          list.forEach((p, i) => trie.insert(p, i));
+        // Re-inserting (in the same or another order) never grows the typed arrays, and free lists keep the
+        // high-water marks bounded round after round (no leak).
+        let order = list;
+        for (let round = 0; round < 5; round++) {
+          order.forEach((p) => trie.insert(p, 1));
           const again = trie.poolStats();
-          if (again.chunkHighWater > full.chunkHighWater || again.valueHighWater > full.valueHighWater || trie.memoryBytes() > mem) {
+          if (trie.memoryBytes() > mem || again.chunkCapacity > full.chunkCapacity || again.valueCapacity > full.valueCapacity) {
             throw new Error(`re-insert grew pools: ${JSON.stringify(full)} -> ${JSON.stringify(again)}`);
           }
-          for (const p of list) trie.delete(p);
+          if (again.chunkHighWater > full.chunkHighWater || again.valueHighWater > 2 * full.valueHighWater + 60) {
+            throw new Error(`high water creeping: ${JSON.stringify(full)} -> ${JSON.stringify(again)}`);
+          }
+          for (const p of order) trie.delete(p);
+          if (trie.size !== 0 || trie.poolStats().chunks !== empty.chunks) throw new Error('not empty');
+          order = [...order].reverse();
         }
       }),
       { numRuns: 200 },
@@ -281,4 +289,36 @@ t.test('PrefixMap holds both families and reuses value slots', async (t) => {
   t.equal(m.get(parsePrefix('10.2.0.0/16'))?.nh, 'd');
   m.clear();
   t.equal(m.size, 0);
+});
+
+t.test('a big IPv4 trie widens its root table and keeps every answer', async (t) => {
+  const { generateTable } = await import('../../src/rib/tablegen.ts');
+  const { v4 } = generateTable({ seed: 3, v4: 140_000, v6: 0 });
+  const wide = new Trie(4); // widens to a 20-bit root at 2^17 prefixes
+  const narrow = new Trie(4, { maxRootBits: 16 });
+  for (let i = 0; i < v4.count; i++) {
+    wide.insertWords(v4.words[i], 0, 0, 0, v4.lens[i], i);
+    narrow.insertWords(v4.words[i], 0, 0, 0, v4.lens[i], i);
+  }
+  t.equal(wide.rootWidth, 20, 'the big trie has a 20-bit root');
+  t.equal(narrow.rootWidth, 16);
+  t.equal(new Trie(4, { expectedSize: 1e6 }).rootWidth, 20, 'expectedSize picks the wide root up front');
+  t.equal(new Trie(6, { expectedSize: 1e6 }).rootWidth, 16, 'IPv6 keeps 16 bits');
+  t.equal(wide.size, v4.count);
+  let diff = 0;
+  let seed = 99;
+  for (let i = 0; i < 200_000; i++) {
+    seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0;
+    const a = i & 1 ? seed : (v4.words[seed % v4.count] | (seed & 0xff)) >>> 0;
+    if (wide.lpm4(a) !== narrow.lpm4(a)) diff++;
+  }
+  t.equal(diff, 0, 'same LPM answers');
+  const a = [...wide.entries()].map((e) => `${e.prefix}=${e.value}`);
+  const b = [...narrow.entries()].map((e) => `${e.prefix}=${e.value}`);
+  t.same(a, b, 'same entries in the same order');
+  for (let i = 0; i < v4.count; i += 2) wide.deleteWords(v4.words[i], 0, 0, 0, v4.lens[i]);
+  t.equal(wide.size, v4.count >> 1);
+  t.equal(wide.get(v4.prefix(1)), 1);
+  t.equal(wide.get(v4.prefix(0)), -1);
+  t.throws(() => new Trie(4, { rootBits: 16, maxRootBits: 8 }), RangeError);
 });
