@@ -344,7 +344,8 @@ function countAsns(path: AsPath): number {
 /**
  * RFC 6793 4.2.3: the AS path a 2-octet-AS session really meant. When AS_PATH holds fewer ASNs than AS4_PATH,
  * AS4_PATH is ignored; else the leading (AS_PATH count - AS4_PATH count) ASNs of AS_PATH, kept in their
- * segments, are prepended to AS4_PATH. Leading confederation segments (which AS4_PATH never carries) are kept.
+ * segments, are prepended to AS4_PATH. AS4_PATH never carries confederation segments, so the leading ones of
+ * AS_PATH are kept; any others (RFC 5065 puts them only at the front) are dropped.
  */
 export function reconstructAsPath(asPath: AsPath, as4Path: AsPath): AsPath {
   const n = countAsns(asPath);
@@ -352,12 +353,11 @@ export function reconstructAsPath(asPath: AsPath, as4Path: AsPath): AsPath {
   if (n < m) return asPath;
   let take = n - m;
   const out: AsPathSegment[] = [];
-  for (const seg of asPath) {
-    if (isConfed(seg.type)) {
-      out.push(seg);
-      continue;
-    }
-    if (take === 0) break;
+  let i = 0;
+  while (i < asPath.length && isConfed(asPath[i].type)) out.push(asPath[i++]);
+  for (; i < asPath.length && take > 0; i++) {
+    const seg = asPath[i];
+    if (isConfed(seg.type)) continue;
     if (seg.type === SegmentType.AS_SET) {
       out.push(seg);
       take -= 1;
