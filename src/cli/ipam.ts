@@ -163,7 +163,7 @@ async function dispatch(ipam: Ipam, words: string[], argv: string[]): Promise<vo
       return;
     }
     default:
-      throw new CliError(`ipam: unknown command "${cmd}"\n${HELP}`);
+      throw new CliError(`ipam: unknown command "${cmd}" (see blockspeaker ipam --help)`);
   }
 }
 
@@ -183,7 +183,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   const words: string[] = [];
   while (rest.length && !rest[0].startsWith('-')) words.push(rest.shift()!);
-  if (words.length === 0) throw new CliError(`ipam: a command is required\n${HELP}`);
+  if (words.length === 0) throw new CliError('ipam: a command is required (see blockspeaker ipam --help)');
   if (!store) throw new CliError('ipam: --store DIR is required (or set BLOCKSPEAKER_STORE)');
   const ipam = new Ipam(await openStore(store));
   try {

@@ -133,9 +133,7 @@ t.test('pools, hosts, config and input errors', async (t) => {
   refused(t, reserve, /--reserve/, /per-block:3/);
   t.not(unknown.code, 0, 'unknown command: non-zero exit');
   t.match(unknown.stderr, /frobnicate/, 'unknown command: named');
-  t.equal(unknown.stderr.trim().split('\n').length, 1, 'unknown command: one line on stderr', {
-    todo: 'bug: src/cli/ipam.ts appends the whole usage text to the "unknown command" error (multi-line stderr)',
-  });
+  t.equal(unknown.stderr.trim().split('\n').length, 1, 'unknown command: one line on stderr');
   refused(t, noStore, /--store/);
   refused(t, badSel, /position 6/);
   refused(t, badOs, /macos/);
