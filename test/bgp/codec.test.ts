@@ -280,7 +280,7 @@ t.test('known answer: MP_REACH_NLRI for IPv6 with global and link-local next hop
   const m = ok(decodeMessage(bytes)) as UpdateMessage;
   t.same(plainUpdate(m), {
     withdrawn: [], nlri: [],
-    attrs: plainUpdate({ attrs: makeAttrs({ asPath: [asSequence(65001)], nextHop: parseIP('2001:db8::1'), nextHopLinkLocal: parseIP('fe80::1') }) }).attrs,
+    attrs: (plainUpdate({ attrs: makeAttrs({ asPath: [asSequence(65001)], nextHop: parseIP('2001:db8::1'), nextHopLinkLocal: parseIP('fe80::1') }) }) as { attrs: unknown }).attrs,
     mpReach: { afi: 2, safi: 1, nextHop: '2001:db8::1', nextHopLinkLocal: 'fe80::1', nlri: ['2001:db8:1::/48', '2001:db8:2:3::/64'] },
     mpUnreach: null,
   } as never);
