@@ -106,12 +106,14 @@ t.test('FRR <-> BIRD: IPv4 and IPv6 sessions, 4-octet ASN', { skip: gate }, asyn
   const [frr, bird] = await Promise.all([
     startPeer('frr', link, {
       asn: 4200000003,
-      neighbors: [{ address: link.local.v4, asn: 65001, holdTime: 9 }, { address: link.local.v6, asn: 65001, holdTime: 9 }],
+      neighbors: [{ address: link.local.v4, asn: 65001, holdTime: 9, gracefulRestart: { restartTime: 30 } },
+        { address: link.local.v6, asn: 65001, holdTime: 9 }],
       announce: ['10.3.0.0/24', 'fd10:3::/48'],
     }),
     startPeer('bird', link, {
       side: 'local', asn: 65001,
-      neighbors: [{ address: link.peer.v4, asn: 4200000003, holdTime: 9 }, { address: link.peer.v6, asn: 4200000003, holdTime: 9 }],
+      neighbors: [{ address: link.peer.v4, asn: 4200000003, holdTime: 9, gracefulRestart: true },
+        { address: link.peer.v6, asn: 4200000003, holdTime: 9 }],
       announce: ['10.1.0.0/24', 'fd10:1::/48'],
     }),
   ]);
@@ -135,6 +137,16 @@ t.test('FRR <-> BIRD: IPv4 and IPv6 sessions, 4-octet ASN', { skip: gate }, asyn
   await frr.withdraw('fd10:3::/48');
   await bird.waitRoute('ipv6', 'fd10:3::/48', { present: false });
   t.pass('FRR IPv6 withdrawal reaches BIRD');
+
+  // kill -9 FRR's bgpd: BIRD (GR helper) keeps its IPv4 route as stale until bgpd is back
+  await frr.kill();
+  await waitFor(async () => (await bird.state(link.peer.v4)) !== 'Established', { what: 'BIRD notices bgpd is gone', peers: [bird] });
+  t.match(await bird.waitRoute('ipv4', '10.3.0.0/24'), { stale: true }, 'kept as stale while FRR restarts');
+  await frr.restart();
+  await bird.waitEstablished(link.peer.v4);
+  await waitFor(async () => (await bird.routes('ipv4')).find((r) => r.prefix === '10.3.0.0/24' && !r.stale),
+    { what: 'FRR route fresh again after End-of-RIB', peers: [bird, frr] });
+  t.pass('graceful restart: route refreshed after FRR is back');
 
   // waitFor's timeout message carries the peers' state and logs
   const err = await waitFor(() => false, { what: 'never', timeoutMs: 300, peers: [frr] }).catch((e: Error) => e);

@@ -45,7 +45,9 @@
  *   announce(prefix | spec), withdraw(prefix)   (kept across restart())
  *   stop() graceful (SIGTERM, Cease sent), kill() SIGKILL (FRR: bgpd only, zebra keeps running),
  *   restart({ gracefulRestart }) stop if running, then start again; gracefulRestart=true starts BIRD with -R and
- *                             gobgpd with -r (restarting-speaker R bit); FRR ignores it.
+ *                             gobgpd with -r (restarting-speaker R bit); FRR sets the R bit on every start anyway.
+ *   With gracefulRestart on a neighbour, FRR also gets `preserve-fw-state` (F bit), else a helper flushes its
+ *   routes when bgpd dies.
  *   logs(lines?)           -> tail of the daemon's logs; describe() -> logs plus the daemon's own status dump
  *   waitEstablished(addr, timeoutMs?), waitRoute(family, prefix, { from?, present?, timeoutMs? })
  *
@@ -1281,7 +1283,8 @@ class FrrPeer extends BasePeer {
       ' no bgp network import-check'];
     const grNeighbors = o.neighbors.filter((n) => n.gracefulRestart);
     if (grNeighbors.length) {
-      out.push(' bgp graceful-restart');
+      // preserve-fw-state sets the F bit; without it a helper (BIRD) flushes our routes when bgpd dies
+      out.push(' bgp graceful-restart', ' bgp graceful-restart preserve-fw-state');
       const t = grNeighbors.map(grTime).find((x) => x !== undefined);
       if (t !== undefined) out.push(` bgp graceful-restart restart-time ${t}`);
     }
