@@ -106,8 +106,11 @@ export interface NeighborOptions {
   address: string;
   asn: number;
   families?: Family[];
+  /** only accept the neighbour's connections, never connect */
   passive?: boolean;
+  /** proposed hold time (keepalive = hold/3); default: the daemon's (BIRD 240, GoBGP 90, FRR 180) */
   holdTime?: number;
+  /** the neighbour's TCP port (where this peer connects to), e.g. when our speaker listens elsewhere than 179 */
   port?: number;
   gracefulRestart?: boolean | { restartTime?: number };
 }
@@ -1020,6 +1023,7 @@ function normState(s: string): SessionState {
   const map: Record<string, SessionState> = {
     idle: 'Idle', connect: 'Connect', active: 'Active', opensent: 'OpenSent', openconfirm: 'OpenConfirm',
     established: 'Established', down: 'Down',
+    passive: 'Active', // BIRD's name for a passive peer waiting for the neighbour to connect
   };
   return map[k] ?? (k.startsWith('idle') ? 'Idle' : 'Unknown');
 }
