@@ -44,7 +44,7 @@ function prefixArb(family: Family): fc.Arbitrary<Prefix> {
 type Op = { del: boolean; idx: number; value: number };
 function scenarioArb(family: Family) {
   return fc.record({
-    rootBits: fc.constantFrom(4, 8, 16),
+    rootBits: fc.oneof({ weight: 7, arbitrary: fc.constantFrom(4, 8, 16) }, { weight: 1, arbitrary: fc.constant(20) }),
     pool: fc.array(prefixArb(family), { minLength: 1, maxLength: 40 }),
     ops: fc.array(
       fc.record({ del: fc.integer({ min: 0, max: 2 }).map((x) => x === 0), idx: fc.nat(), value: fc.integer({ min: 0, max: 1000 }) }),
