@@ -125,18 +125,20 @@ export function checkHeader(buf: Uint8Array, off: number, opts: SessionCodecOpti
   }
   const len = u16(buf, off + 16);
   const type = buf[off + 18];
-  const lenError = (why: string) =>
-    notificationError(ErrorCode.MESSAGE_HEADER, HeaderSubcode.BAD_MESSAGE_LENGTH, why, be16(len));
   if (len < HEADER_LEN || len > maxMessageLen(type, opts.extendedMessage)) {
-    return lenError(`length ${len} outside ${HEADER_LEN}..${maxMessageLen(type, opts.extendedMessage)}`);
+    return badLength(len, `length ${len} outside ${HEADER_LEN}..${maxMessageLen(type, opts.extendedMessage)}`);
   }
   if (type < MsgType.OPEN || type > MsgType.ROUTE_REFRESH) {
     return notificationError(ErrorCode.MESSAGE_HEADER, HeaderSubcode.BAD_MESSAGE_TYPE, `unknown message type ${type}`, new Uint8Array([type]));
   }
-  if (type === MsgType.KEEPALIVE && len !== HEADER_LEN) return lenError(`KEEPALIVE of length ${len}`);
+  if (type === MsgType.KEEPALIVE && len !== HEADER_LEN) return badLength(len, `KEEPALIVE of length ${len}`);
   // ROUTE-REFRESH lengths are checked on the whole message (RFC 7313 5 wants it in the NOTIFICATION data).
-  if (type !== MsgType.ROUTE_REFRESH && len < MIN_LEN[type]) return lenError(`type ${type} message of length ${len} < ${MIN_LEN[type]}`);
+  if (type !== MsgType.ROUTE_REFRESH && len < MIN_LEN[type]) return badLength(len, `type ${type} message of length ${len} < ${MIN_LEN[type]}`);
   return null;
+}
+
+function badLength(len: number, why: string): CodecError {
+  return notificationError(ErrorCode.MESSAGE_HEADER, HeaderSubcode.BAD_MESSAGE_LENGTH, why, be16(len));
 }
 
 // ---- entry point --------------------------------------------------------------------------------------------
@@ -244,6 +246,10 @@ function decodeOpen(buf: Uint8Array, p: number, end: number): OpenMessage {
   return { type: 'open', version, myAs, holdTime, bgpId, capabilities: caps };
 }
 
+function badCapLength(code: number, len: number): CodecError {
+  return malformedOpen(`capability ${code} has a bad length ${len}`);
+}
+
 function decodeCapabilities(buf: Uint8Array, p: number, end: number, out: Capability[]): CodecError | null {
   while (p < end) {
     if (p + 2 > end) return malformedOpen('capability header truncated');
@@ -251,26 +257,25 @@ function decodeCapabilities(buf: Uint8Array, p: number, end: number, out: Capabi
     const len = buf[p + 1];
     const v = p + 2;
     if (v + len > end) return malformedOpen(`capability ${code} overruns its parameter`);
-    const bad = () => malformedOpen(`capability ${code} has a bad length ${len}`);
     switch (code) {
       case CapCode.MULTIPROTOCOL:
-        if (len !== 4) return bad();
+        if (len !== 4) return badCapLength(code, len);
         out.push({ kind: 'multiprotocol', afi: u16(buf, v), safi: buf[v + 3] });
         break;
       case CapCode.ROUTE_REFRESH:
-        if (len !== 0) return bad();
+        if (len !== 0) return badCapLength(code, len);
         out.push({ kind: 'route-refresh' });
         break;
       case CapCode.EXTENDED_MESSAGE:
-        if (len !== 0) return bad();
+        if (len !== 0) return badCapLength(code, len);
         out.push({ kind: 'extended-message' });
         break;
       case CapCode.FOUR_OCTET_AS:
-        if (len !== 4) return bad();
+        if (len !== 4) return badCapLength(code, len);
         out.push({ kind: 'four-octet-as', asn: u32(buf, v) });
         break;
       case CapCode.GRACEFUL_RESTART: {
-        if (len < 2 || (len - 2) % 4 !== 0) return bad();
+        if (len < 2 || (len - 2) % 4 !== 0) return badCapLength(code, len);
         const families = [];
         for (let f = v + 2; f < v + len; f += 4) {
           families.push({ afi: u16(buf, f), safi: buf[f + 2], forwarding: (buf[f + 3] & 0x80) !== 0 });
@@ -396,9 +401,28 @@ class UpdateParse {
     readonly opts: DecodeOptions,
   ) {}
 
+  // The attribute being decoded: its first octet (flags) and the end of its value.
+  attrStart = 0;
+  attrEnd = 0;
+
   problem(attrType: number, action: 'discard' | 'withdraw', reason: string, code?: number, subcode?: number, data?: Uint8Array): void {
     if (action === 'withdraw') this.withdraw = true;
     this.problems.push(code === undefined ? { attrType, action, reason } : { attrType, action, reason, code, subcode, data });
+  }
+
+  /** The whole current attribute (flags, type, length, value): the data of most UPDATE NOTIFICATIONs. */
+  attrData(): Uint8Array {
+    return copy(this.buf, this.attrStart, this.attrEnd);
+  }
+
+  /** Attribute Length Error on the current attribute, handled as `action`. */
+  lengthError(type: number, action: 'discard' | 'withdraw', why: string): void {
+    this.problem(type, action, `${ATTR_NAMES[type]} ${why}`, ErrorCode.UPDATE, UpdateSubcode.ATTRIBUTE_LENGTH, this.attrData());
+  }
+
+  /** RFC 4760 7 / RFC 7606 7.11, 7.12: an MP attribute that cannot be parsed is a session reset. */
+  mpError(reason: string): CodecError {
+    return updateError(UpdateSubcode.OPTIONAL_ATTRIBUTE, reason, this.attrData());
   }
 }
 
@@ -458,7 +482,9 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
       continue;
     }
     seen[type] = 1;
-    decodeAttr(st, flags, type, vs, ve, attrStart);
+    st.attrStart = attrStart;
+    st.attrEnd = ve;
+    decodeAttr(st, flags, type, vs, ve);
   }
   if (overrun !== null) {
     // Treat-as-withdraw needs the NLRI (RFC 7606 3 g). When nothing was found before the bad attribute and the
@@ -473,10 +499,9 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
   if (!st.withdraw && (nlri.count > 0 || mpNlri)) {
     // RFC 4271 6.3 as revised by RFC 7606 3 d: a missing well-known attribute is treat-as-withdraw; NEXT_HOP is
     // needed only with classic NLRI (RFC 4760 3).
-    const missing = (t: number) => st.problem(t, 'withdraw', `missing ${ATTR_NAMES[t]}`, ErrorCode.UPDATE, UpdateSubcode.MISSING_WELL_KNOWN, new Uint8Array([t]));
-    if (!st.hasOrigin) missing(AttrType.ORIGIN);
-    if (st.asPath === null) missing(AttrType.AS_PATH);
-    if (nlri.count > 0 && st.nextHop === null && !seen[AttrType.NEXT_HOP]) missing(AttrType.NEXT_HOP);
+    if (!st.hasOrigin) missingAttr(st, AttrType.ORIGIN);
+    if (st.asPath === null) missingAttr(st, AttrType.AS_PATH);
+    if (nlri.count > 0 && st.nextHop === null && !seen[AttrType.NEXT_HOP]) missingAttr(st, AttrType.NEXT_HOP);
   }
   if (st.nextHopInvalid && nlri.count > 0) {
     // RFC 7606 7.3: a semantically wrong NEXT_HOP means the routes are ignored, without a NOTIFICATION.
@@ -513,10 +538,15 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
   return { action: 'ok', message };
 }
 
-function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve: number, attrStart: number): void {
-  const { buf, opts } = st;
+function missingAttr(st: UpdateParse, t: number): void {
+  st.problem(t, 'withdraw', `missing ${ATTR_NAMES[t]}`, ErrorCode.UPDATE, UpdateSubcode.MISSING_WELL_KNOWN, new Uint8Array([t]));
+}
+
+// No closures in here: this runs for every attribute of every UPDATE.
+function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve: number): void {
+  const buf = st.buf;
+  const opts = st.opts;
   const alen = ve - vs;
-  const attrData = () => copy(buf, attrStart, ve);
   const name = ATTR_NAMES[type];
   const expected = EXPECTED_FLAGS[type];
   const isMp = type === AttrType.MP_REACH_NLRI || type === AttrType.MP_UNREACH_NLRI;
@@ -525,7 +555,7 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
   if (expected < 0) {
     // Unrecognised attribute (RFC 4271 5, 6.3).
     if ((flags & O) === 0) {
-      throw updateError(UpdateSubcode.UNRECOGNIZED_WELL_KNOWN, `unrecognised well-known attribute ${type}`, attrData());
+      throw updateError(UpdateSubcode.UNRECOGNIZED_WELL_KNOWN, `unrecognised well-known attribute ${type}`, st.attrData());
     }
     if ((flags & T) !== 0) {
       // Passed on with the Partial bit set; the extended length bit is the encoder's business.
@@ -538,19 +568,14 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
     // RFC 7606 3 h: conflicting Optional/Transitive bits make the attribute malformed (treat-as-withdraw, or
     // discard for the attributes whose malformation is discarded). MP attributes are still parsed, so their
     // prefixes can be withdrawn.
-    st.problem(type, action, `${name} has flags 0x${flags.toString(16)}`, ErrorCode.UPDATE, UpdateSubcode.ATTRIBUTE_FLAGS, attrData());
+    st.problem(type, action, `${name} has flags 0x${flags.toString(16)}`, ErrorCode.UPDATE, UpdateSubcode.ATTRIBUTE_FLAGS, st.attrData());
     if (!isMp) return;
   }
-  const lengthError = (why: string) =>
-    st.problem(type, action, `${name} ${why}`, ErrorCode.UPDATE, UpdateSubcode.ATTRIBUTE_LENGTH, attrData());
-  const ibgpOnly = () => {
-    st.problem(type, 'discard', `${name} from an external peer`);
-  };
   switch (type) {
     case AttrType.ORIGIN: // RFC 7606 7.1
-      if (alen !== 1) return lengthError(`length ${alen}`);
+      if (alen !== 1) return st.lengthError(type, action, `length ${alen}`);
       if (buf[vs] > 2) {
-        return st.problem(type, 'withdraw', `undefined ORIGIN ${buf[vs]}`, ErrorCode.UPDATE, UpdateSubcode.INVALID_ORIGIN, attrData());
+        return st.problem(type, 'withdraw', `undefined ORIGIN ${buf[vs]}`, ErrorCode.UPDATE, UpdateSubcode.INVALID_ORIGIN, st.attrData());
       }
       st.init.origin = buf[vs] as Origin;
       st.hasOrigin = true;
@@ -563,66 +588,66 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
       return;
     }
     case AttrType.NEXT_HOP: // RFC 7606 7.3
-      if (alen !== 4) return lengthError(`length ${alen}`);
+      if (alen !== 4) return st.lengthError(type, action, `length ${alen}`);
       st.nextHop = new IP(4, u32(buf, vs));
       st.nextHopInvalid = badNextHop4(st.nextHop.w0);
       return;
     case AttrType.MULTI_EXIT_DISC: // RFC 7606 7.4
-      if (alen !== 4) return lengthError(`length ${alen}`);
+      if (alen !== 4) return st.lengthError(type, action, `length ${alen}`);
       st.init.med = u32(buf, vs);
       return;
     case AttrType.LOCAL_PREF: // RFC 7606 7.5
-      if (opts.external) return ibgpOnly();
-      if (alen !== 4) return lengthError(`length ${alen}`);
+      if (opts.external) return st.problem(type, 'discard', `${name} from an external peer`);
+      if (alen !== 4) return st.lengthError(type, action, `length ${alen}`);
       st.init.localPref = u32(buf, vs);
       return;
     case AttrType.ATOMIC_AGGREGATE: // RFC 7606 7.6
-      if (alen !== 0) return lengthError(`length ${alen}`);
+      if (alen !== 0) return st.lengthError(type, action, `length ${alen}`);
       st.init.atomicAggregate = true;
       return;
     case AttrType.AGGREGATOR: { // RFC 7606 7.7
       const four = opts.fourOctetAs !== false;
-      if (alen !== (four ? 8 : 6)) return lengthError(`length ${alen} in a ${four ? '4' : '2'}-octet AS session`);
+      if (alen !== (four ? 8 : 6)) return st.lengthError(type, action, `length ${alen} in a ${four ? '4' : '2'}-octet AS session`);
       const asn = four ? u32(buf, vs) : u16(buf, vs);
       if (asn === 0) return st.problem(type, 'discard', 'AGGREGATOR AS 0'); // RFC 7607 2
       st.aggregator = { asn, address: new IP(4, u32(buf, vs + (four ? 4 : 2))) };
       return;
     }
     case AttrType.COMMUNITIES: { // RFC 7606 7.8
-      if (alen === 0 || alen % 4 !== 0) return lengthError(`length ${alen} is not a non-zero multiple of 4`);
+      if (alen === 0 || alen % 4 !== 0) return st.lengthError(type, action, `length ${alen} is not a non-zero multiple of 4`);
       const cs: number[] = new Array(alen / 4);
       for (let i = 0; i < cs.length; i++) cs[i] = u32(buf, vs + 4 * i);
       st.init.communities = cs;
       return;
     }
     case AttrType.ORIGINATOR_ID: // RFC 7606 7.9
-      if (opts.external) return ibgpOnly();
-      if (alen !== 4) return lengthError(`length ${alen}`);
+      if (opts.external) return st.problem(type, 'discard', `${name} from an external peer`);
+      if (alen !== 4) return st.lengthError(type, action, `length ${alen}`);
       st.init.originatorId = u32(buf, vs);
       return;
     case AttrType.CLUSTER_LIST: { // RFC 7606 7.10
-      if (opts.external) return ibgpOnly();
-      if (alen === 0 || alen % 4 !== 0) return lengthError(`length ${alen} is not a non-zero multiple of 4`);
+      if (opts.external) return st.problem(type, 'discard', `${name} from an external peer`);
+      if (alen === 0 || alen % 4 !== 0) return st.lengthError(type, action, `length ${alen} is not a non-zero multiple of 4`);
       const ids: number[] = new Array(alen / 4);
       for (let i = 0; i < ids.length; i++) ids[i] = u32(buf, vs + 4 * i);
       st.init.clusterList = ids;
       return;
     }
     case AttrType.MP_REACH_NLRI:
-      st.mpReach = decodeMpReach(buf, vs, ve, attrData, opts);
+      st.mpReach = decodeMpReach(st, vs, ve);
       return;
     case AttrType.MP_UNREACH_NLRI:
-      st.mpUnreach = decodeMpUnreach(buf, vs, ve, attrData, opts);
+      st.mpUnreach = decodeMpUnreach(st, vs, ve);
       return;
     case AttrType.EXTENDED_COMMUNITIES: { // RFC 7606 7.14
-      if (alen === 0 || alen % 8 !== 0) return lengthError(`length ${alen} is not a non-zero multiple of 8`);
+      if (alen === 0 || alen % 8 !== 0) return st.lengthError(type, action, `length ${alen} is not a non-zero multiple of 8`);
       const xs: ExtCommunity[] = new Array(alen / 8);
       for (let i = 0; i < xs.length; i++) xs[i] = [u32(buf, vs + 8 * i), u32(buf, vs + 8 * i + 4)];
       st.init.extCommunities = xs;
       return;
     }
     case AttrType.LARGE_COMMUNITY: { // RFC 8092 6
-      if (alen === 0 || alen % 12 !== 0) return lengthError(`length ${alen} is not a non-zero multiple of 12`);
+      if (alen === 0 || alen % 12 !== 0) return st.lengthError(type, action, `length ${alen} is not a non-zero multiple of 12`);
       const ls: LargeCommunity[] = new Array(alen / 12);
       for (let i = 0; i < ls.length; i++) {
         const b = vs + 12 * i;
@@ -635,16 +660,16 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
       if (opts.fourOctetAs !== false) return st.problem(type, 'discard', 'AS4_PATH from a 4-octet AS speaker'); // RFC 6793 4.1
       const segs: AsPathSegment[] = [];
       const err = parseAsPath(buf, vs, ve, 4, segs);
-      if (err) return st.problem(type, 'discard', `malformed AS4_PATH: ${err}`, ErrorCode.UPDATE, UpdateSubcode.OPTIONAL_ATTRIBUTE, attrData());
-      if (segs.some((s) => isConfed(s.type))) {
-        return st.problem(type, 'discard', 'AS4_PATH carries confederation segments', ErrorCode.UPDATE, UpdateSubcode.OPTIONAL_ATTRIBUTE, attrData());
+      if (err) return st.problem(type, 'discard', `malformed AS4_PATH: ${err}`, ErrorCode.UPDATE, UpdateSubcode.OPTIONAL_ATTRIBUTE, st.attrData());
+      if (hasConfed(segs)) {
+        return st.problem(type, 'discard', 'AS4_PATH carries confederation segments', ErrorCode.UPDATE, UpdateSubcode.OPTIONAL_ATTRIBUTE, st.attrData());
       }
       st.as4Path = segs;
       return;
     }
     case AttrType.AS4_AGGREGATOR: { // RFC 6793 6
       if (opts.fourOctetAs !== false) return st.problem(type, 'discard', 'AS4_AGGREGATOR from a 4-octet AS speaker');
-      if (alen !== 8) return st.problem(type, 'discard', `AS4_AGGREGATOR length ${alen}`, ErrorCode.UPDATE, UpdateSubcode.OPTIONAL_ATTRIBUTE, attrData());
+      if (alen !== 8) return st.problem(type, 'discard', `AS4_AGGREGATOR length ${alen}`, ErrorCode.UPDATE, UpdateSubcode.OPTIONAL_ATTRIBUTE, st.attrData());
       const asn = u32(buf, vs);
       if (asn === 0) return st.problem(type, 'discard', 'AS4_AGGREGATOR AS 0'); // RFC 7607 2
       st.as4Aggregator = { asn, address: new IP(4, u32(buf, vs + 4)) };
@@ -653,20 +678,20 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
   }
 }
 
-// RFC 4760 7 / RFC 7606 7.11, 7.12: an MP_REACH/MP_UNREACH that cannot be parsed is a session reset with
-// Optional Attribute Error and the attribute as data.
-function mpError(reason: string, attrData: () => Uint8Array): CodecError {
-  return updateError(UpdateSubcode.OPTIONAL_ATTRIBUTE, reason, attrData());
+function hasConfed(segs: readonly AsPathSegment[]): boolean {
+  for (const g of segs) if (isConfed(g.type)) return true;
+  return false;
 }
 
-function decodeMpReach(buf: Uint8Array, vs: number, ve: number, attrData: () => Uint8Array, opts: DecodeOptions): MpReach {
-  if (ve - vs < 5) throw mpError('MP_REACH_NLRI too short', attrData);
+function decodeMpReach(st: UpdateParse, vs: number, ve: number): MpReach {
+  const { buf, opts } = st;
+  if (ve - vs < 5) throw st.mpError('MP_REACH_NLRI too short');
   const afi = u16(buf, vs);
   const safi = buf[vs + 2];
   const nhl = buf[vs + 3];
   const nh = vs + 4;
   const ns = nh + nhl + 1; // after the reserved octet
-  if (ns > ve) throw mpError(`MP_REACH_NLRI next hop length ${nhl} overruns the attribute`, attrData);
+  if (ns > ve) throw st.mpError(`MP_REACH_NLRI next hop length ${nhl} overruns the attribute`);
   const v4 = afi === Afi.IPV4 && safi === Safi.UNICAST;
   const v6 = afi === Afi.IPV6 && safi === Safi.UNICAST;
   if (!v4 && !v6) {
@@ -680,16 +705,17 @@ function decodeMpReach(buf: Uint8Array, vs: number, ve: number, attrData: () => 
     nextHop = ipv6At(buf, nh);
     if (nhl === 32) linkLocal = ipv6At(buf, nh + 16);
   } else {
-    throw mpError(`MP_REACH_NLRI next hop length ${nhl} for AFI ${afi}`, attrData);
+    throw st.mpError(`MP_REACH_NLRI next hop length ${nhl} for AFI ${afi}`);
   }
   const nlri = v4 ? newList(opts, R4, 4, ve - ns) : newList(opts, R6, 6, ve - ns);
   const ok = v4 ? readPrefixes4(buf, ns, ve, nlri) : readPrefixes6(buf, ns, ve, nlri);
-  if (!ok) throw mpError('malformed NLRI in MP_REACH_NLRI', attrData);
+  if (!ok) throw st.mpError('malformed NLRI in MP_REACH_NLRI');
   return { afi, safi, nextHop, nextHopLinkLocal: linkLocal, nlri };
 }
 
-function decodeMpUnreach(buf: Uint8Array, vs: number, ve: number, attrData: () => Uint8Array, opts: DecodeOptions): MpUnreach {
-  if (ve - vs < 3) throw mpError('MP_UNREACH_NLRI too short', attrData);
+function decodeMpUnreach(st: UpdateParse, vs: number, ve: number): MpUnreach {
+  const { buf, opts } = st;
+  if (ve - vs < 3) throw st.mpError('MP_UNREACH_NLRI too short');
   const afi = u16(buf, vs);
   const safi = buf[vs + 2];
   const v4 = afi === Afi.IPV4 && safi === Safi.UNICAST;
@@ -697,7 +723,7 @@ function decodeMpUnreach(buf: Uint8Array, vs: number, ve: number, attrData: () =
   if (!v4 && !v6) return { afi, safi, withdrawn: newList(opts, U4, 4, 0), raw: copy(buf, vs + 3, ve) };
   const list = v4 ? newList(opts, U4, 4, ve - vs - 3) : newList(opts, U6, 6, ve - vs - 3);
   const ok = v4 ? readPrefixes4(buf, vs + 3, ve, list) : readPrefixes6(buf, vs + 3, ve, list);
-  if (!ok) throw mpError('malformed withdrawn routes in MP_UNREACH_NLRI', attrData);
+  if (!ok) throw st.mpError('malformed withdrawn routes in MP_UNREACH_NLRI');
   return { afi, safi, withdrawn: list };
 }
 

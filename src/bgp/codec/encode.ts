@@ -205,101 +205,193 @@ const fixed = (type: number, len: number, write: (b: Uint8Array, p: number) => v
   flags: ATTR_FLAGS[type], type, len, write,
 });
 
-/** Segments as sent: at most 255 ASNs each (longer ones split into consecutive segments of the same type). */
-function wireSegments(path: AsPath, keep: (t: number) => boolean): { type: number; asns: readonly number[] }[] {
-  const out: { type: number; asns: readonly number[] }[] = [];
-  for (const s of path) {
-    if (!keep(s.type)) continue;
-    for (let i = 0; i < s.asns.length; i += 255) out.push({ type: s.type, asns: s.asns.slice(i, i + 255) });
-  }
-  return out;
-}
+/**
+ * Writes path attributes, or only measures them when `b` is null: the same code runs twice (count, then write)
+ * so the two can never disagree. No closures: this runs once per attribute set on the export path.
+ */
+class AttrWriter {
+  b: Uint8Array | null = null;
+  p = 0;
 
-function asPathPiece(type: number, segs: { type: number; asns: readonly number[] }[], size: 2 | 4): Piece {
-  const len = segs.reduce((s, g) => s + 2 + g.asns.length * size, 0);
-  return fixed(type, len, (b, p) => {
-    for (const g of segs) {
-      b[p++] = g.type;
-      b[p++] = g.asns.length;
-      for (const a of g.asns) p = size === 4 ? w32(b, p, a) : w16(b, p, a > 0xffff ? AS_TRANS : a);
+  /** An attribute header for a value of `len` octets; Extended Length exactly when len > 255. */
+  header(type: number, flags: number, len: number): void {
+    const b = this.b;
+    if (len > 255) {
+      if (b) {
+        b[this.p] = (flags & 0xe0) | AttrFlag.EXTENDED_LENGTH;
+        b[this.p + 1] = type;
+        w16(b, this.p + 2, len);
+      }
+      this.p += 4;
+    } else {
+      if (b) {
+        b[this.p] = flags & 0xe0;
+        b[this.p + 1] = type;
+        b[this.p + 2] = len;
+      }
+      this.p += 3;
     }
-  });
+  }
+  u8(v: number): void {
+    if (this.b) this.b[this.p] = v;
+    this.p += 1;
+  }
+  u16(v: number): void {
+    if (this.b) w16(this.b, this.p, v);
+    this.p += 2;
+  }
+  u32(v: number): void {
+    if (this.b) w32(this.b, this.p, v);
+    this.p += 4;
+  }
+  bytes(v: Uint8Array): void {
+    if (this.b) this.b.set(v, this.p);
+    this.p += v.length;
+  }
 }
 
 const isConfed = (t: number) => t === SegmentType.AS_CONFED_SEQUENCE || t === SegmentType.AS_CONFED_SET;
 
-/** The non-MP attributes of `a` as pieces in type order. NEXT_HOP is included only when `nextHop`. */
-function attrPieces(a: PathAttrs, opts: EncodeOptions, nextHop: boolean): Piece[] {
-  const four = opts.fourOctetAs !== false;
-  const out: Piece[] = [];
-  out.push(fixed(AttrType.ORIGIN, 1, (b, p) => (b[p] = a.origin)));
-  out.push(asPathPiece(AttrType.AS_PATH, wireSegments(a.asPath, () => true), four ? 4 : 2));
-  if (nextHop) {
-    const nh = a.nextHop;
-    if (nh === null || nh.family !== 4) throw new EncodeError('IPv4 NLRI need an IPv4 next hop');
-    out.push(fixed(AttrType.NEXT_HOP, 4, (b, p) => w32(b, p, nh.w0)));
+/** Octets of a path as sent: segments of at most 255 ASNs (longer ones split), optionally without confed ones. */
+function asPathLen(path: AsPath, size: 2 | 4, confed: boolean): number {
+  let n = 0;
+  for (const s of path) {
+    if (!confed && isConfed(s.type)) continue;
+    n += 2 * Math.ceil(s.asns.length / 255) + size * s.asns.length;
   }
-  if (a.med !== undefined) out.push(fixed(AttrType.MULTI_EXIT_DISC, 4, (b, p) => w32(b, p, a.med!)));
-  if (a.localPref !== undefined) out.push(fixed(AttrType.LOCAL_PREF, 4, (b, p) => w32(b, p, a.localPref!)));
-  if (a.atomicAggregate) out.push(fixed(AttrType.ATOMIC_AGGREGATE, 0, () => {}));
+  return n;
+}
+
+function writeAsPath(w: AttrWriter, path: AsPath, size: 2 | 4, confed: boolean): void {
+  for (const s of path) {
+    if (!confed && isConfed(s.type)) continue;
+    for (let i = 0; i < s.asns.length; i += 255) {
+      const end = Math.min(s.asns.length, i + 255);
+      w.u8(s.type);
+      w.u8(end - i);
+      for (let k = i; k < end; k++) {
+        const a = s.asns[k];
+        if (size === 4) w.u32(a);
+        else w.u16(a > 0xffff ? AS_TRANS : a);
+      }
+    }
+  }
+}
+
+// RFC 6793 4.2.2: AS4_PATH goes to a 2-octet speaker only when the path (confed segments aside) has an ASN that
+// does not fit 2 octets.
+function needsAs4Path(path: AsPath): boolean {
+  for (const s of path) {
+    if (isConfed(s.type)) continue;
+    for (const a of s.asns) if (a > 0xffff) return true;
+  }
+  return false;
+}
+
+function emitUnknownBelow(w: AttrWriter, a: PathAttrs, next: { i: number }, type: number): void {
+  const u = a.unknown;
+  while (next.i < u.length && u[next.i].type < type) {
+    const x = u[next.i++];
+    w.header(x.type, x.flags, x.value.length);
+    w.bytes(x.value);
+  }
+}
+
+/** Every non-MP attribute of `a`, ascending by type code (RFC 4271 5); NEXT_HOP only when `nextHop`. */
+function emitAttrs(w: AttrWriter, a: PathAttrs, four: boolean, nextHop: boolean): void {
+  const next = { i: 0 };
+  const size = four ? 4 : 2;
+  w.header(AttrType.ORIGIN, ATTR_FLAGS[AttrType.ORIGIN], 1);
+  w.u8(a.origin);
+  w.header(AttrType.AS_PATH, ATTR_FLAGS[AttrType.AS_PATH], asPathLen(a.asPath, size, true));
+  writeAsPath(w, a.asPath, size, true);
+  if (nextHop) {
+    w.header(AttrType.NEXT_HOP, ATTR_FLAGS[AttrType.NEXT_HOP], 4);
+    w.u32(a.nextHop!.w0);
+  }
+  if (a.med !== undefined) {
+    w.header(AttrType.MULTI_EXIT_DISC, ATTR_FLAGS[AttrType.MULTI_EXIT_DISC], 4);
+    w.u32(a.med);
+  }
+  if (a.localPref !== undefined) {
+    w.header(AttrType.LOCAL_PREF, ATTR_FLAGS[AttrType.LOCAL_PREF], 4);
+    w.u32(a.localPref);
+  }
+  if (a.atomicAggregate) w.header(AttrType.ATOMIC_AGGREGATE, ATTR_FLAGS[AttrType.ATOMIC_AGGREGATE], 0);
   const agg = a.aggregator;
   if (agg !== undefined) {
-    if (agg.address.family !== 4) throw new EncodeError('AGGREGATOR address must be IPv4');
-    if (four) {
-      out.push(fixed(AttrType.AGGREGATOR, 8, (b, p) => w32(b, w32(b, p, agg.asn), agg.address.w0)));
-    } else {
-      out.push(fixed(AttrType.AGGREGATOR, 6, (b, p) => w32(b, w16(b, p, agg.asn > 0xffff ? AS_TRANS : agg.asn), agg.address.w0)));
-    }
+    w.header(AttrType.AGGREGATOR, ATTR_FLAGS[AttrType.AGGREGATOR], four ? 8 : 6);
+    if (four) w.u32(agg.asn);
+    else w.u16(agg.asn > 0xffff ? AS_TRANS : agg.asn);
+    w.u32(agg.address.w0);
   }
   if (a.communities.length > 0) {
-    out.push(fixed(AttrType.COMMUNITIES, 4 * a.communities.length, (b, p) => {
-      for (const c of a.communities) p = w32(b, p, c);
-    }));
+    w.header(AttrType.COMMUNITIES, ATTR_FLAGS[AttrType.COMMUNITIES], 4 * a.communities.length);
+    for (const c of a.communities) w.u32(c);
   }
-  if (a.originatorId !== undefined) out.push(fixed(AttrType.ORIGINATOR_ID, 4, (b, p) => w32(b, p, a.originatorId!)));
+  if (a.originatorId !== undefined) {
+    w.header(AttrType.ORIGINATOR_ID, ATTR_FLAGS[AttrType.ORIGINATOR_ID], 4);
+    w.u32(a.originatorId);
+  }
   if (a.clusterList.length > 0) {
-    out.push(fixed(AttrType.CLUSTER_LIST, 4 * a.clusterList.length, (b, p) => {
-      for (const c of a.clusterList) p = w32(b, p, c);
-    }));
+    w.header(AttrType.CLUSTER_LIST, ATTR_FLAGS[AttrType.CLUSTER_LIST], 4 * a.clusterList.length);
+    for (const c of a.clusterList) w.u32(c);
   }
+  emitUnknownBelow(w, a, next, AttrType.EXTENDED_COMMUNITIES);
   if (a.extCommunities.length > 0) {
-    out.push(fixed(AttrType.EXTENDED_COMMUNITIES, 8 * a.extCommunities.length, (b, p) => {
-      for (const [hi, lo] of a.extCommunities) p = w32(b, w32(b, p, hi), lo);
-    }));
-  }
-  if (!four) {
-    // RFC 6793 4.2.2: towards a 2-octet AS speaker, 4-octet ASNs become AS_TRANS and the real path and aggregator
-    // travel in AS4_PATH (without confederation segments) and AS4_AGGREGATOR.
-    const segs = wireSegments(a.asPath, (t) => !isConfed(t));
-    if (segs.some((g) => g.asns.some((x) => x > 0xffff))) out.push(asPathPiece(AttrType.AS4_PATH, segs, 4));
-    if (agg !== undefined && agg.asn > 0xffff) {
-      out.push(fixed(AttrType.AS4_AGGREGATOR, 8, (b, p) => w32(b, w32(b, p, agg.asn), agg.address.w0)));
+    w.header(AttrType.EXTENDED_COMMUNITIES, ATTR_FLAGS[AttrType.EXTENDED_COMMUNITIES], 8 * a.extCommunities.length);
+    for (const x of a.extCommunities) {
+      w.u32(x[0]);
+      w.u32(x[1]);
     }
   }
-  if (a.largeCommunities.length > 0) {
-    out.push(fixed(AttrType.LARGE_COMMUNITY, 12 * a.largeCommunities.length, (b, p) => {
-      for (const [g, l1, l2] of a.largeCommunities) p = w32(b, w32(b, w32(b, p, g), l1), l2);
-    }));
+  if (!four) {
+    // RFC 6793 4.2.2: towards a 2-octet AS speaker, 4-octet ASNs became AS_TRANS above; the real path and
+    // aggregator travel in AS4_PATH (without confederation segments) and AS4_AGGREGATOR.
+    if (needsAs4Path(a.asPath)) {
+      w.header(AttrType.AS4_PATH, ATTR_FLAGS[AttrType.AS4_PATH], asPathLen(a.asPath, 4, false));
+      writeAsPath(w, a.asPath, 4, false);
+    }
+    if (agg !== undefined && agg.asn > 0xffff) {
+      w.header(AttrType.AS4_AGGREGATOR, ATTR_FLAGS[AttrType.AS4_AGGREGATOR], 8);
+      w.u32(agg.asn);
+      w.u32(agg.address.w0);
+    }
   }
+  emitUnknownBelow(w, a, next, AttrType.LARGE_COMMUNITY);
+  if (a.largeCommunities.length > 0) {
+    w.header(AttrType.LARGE_COMMUNITY, ATTR_FLAGS[AttrType.LARGE_COMMUNITY], 12 * a.largeCommunities.length);
+    for (const x of a.largeCommunities) {
+      w.u32(x[0]);
+      w.u32(x[1]);
+      w.u32(x[2]);
+    }
+  }
+  emitUnknownBelow(w, a, next, 256);
+}
+
+function checkAttrs(a: PathAttrs, nextHop: boolean): void {
+  if (nextHop && (a.nextHop === null || a.nextHop.family !== 4)) throw new EncodeError('IPv4 NLRI need an IPv4 next hop');
+  if (a.aggregator !== undefined && a.aggregator.address.family !== 4) throw new EncodeError('AGGREGATOR address must be IPv4');
   for (const u of a.unknown) {
     if (ATTR_FLAGS[u.type] !== undefined) throw new EncodeError(`raw attribute with the recognised type ${u.type}`);
     if (u.value.length > 0xffff) throw new EncodeError(`attribute ${u.type} value of ${u.value.length} octets`);
-    out.push({ flags: u.flags & 0xe0, type: u.type, len: u.value.length, write: (b, p) => b.set(u.value, p) });
   }
-  out.sort((x, y) => x.type - y.type);
-  return out;
-}
-
-function piecesBytes(pieces: Piece[]): Uint8Array {
-  const b = new Uint8Array(pieces.reduce((s, x) => s + pieceLen(x), 0));
-  let p = 0;
-  for (const x of pieces) p = writePiece(b, p, x);
-  return b;
 }
 
 /** The path attributes of `a` as wire octets (without MP attributes); NEXT_HOP only when `nextHop`. */
 export function encodePathAttributes(a: PathAttrs, opts: EncodeOptions = {}, nextHop = true): Uint8Array {
-  return piecesBytes(attrPieces(a, opts, nextHop));
+  checkAttrs(a, nextHop);
+  const four = opts.fourOctetAs !== false;
+  const w = new AttrWriter();
+  emitAttrs(w, a, four, nextHop);
+  for (const s of a.asPath) if (s.asns.length === 0) throw new EncodeError('empty AS_PATH segment');
+  if (w.p > 0xffff) throw new EncodeError(`path attributes of ${w.p} octets`);
+  const b = new Uint8Array(w.p);
+  w.b = b;
+  w.p = 0;
+  emitAttrs(w, a, four, nextHop);
+  return b;
 }
 
 // ---- prefixes -----------------------------------------------------------------------------------------------
@@ -401,16 +493,17 @@ export function encodeUpdate(u: UpdateInput, opts: EncodeOptions = {}): Buffer {
       }));
     }
   }
+  let block: Uint8Array = EMPTY;
   if (u.attrs) {
     // NEXT_HOP goes with classic NLRI; with MP_REACH alone it is not sent (RFC 4760 3).
     const nh = u.attrs.nextHop;
-    pieces.push(...attrPieces(u.attrs, opts, nh !== null && nh.family === 4 && (nr.count > 0 || !mpr)));
+    block = encodePathAttributes(u.attrs, opts, nh !== null && nh.family === 4 && (nr.count > 0 || !mpr));
   } else if (nr.count > 0) {
     throw new EncodeError('NLRI without path attributes');
   }
   for (const x of pieces) if (x.len > 0xffff) throw new EncodeError(`attribute ${x.type} of ${x.len} octets`);
   const wlen = prefixBytes(wr, 0, wr.count);
-  const alen = pieces.reduce((s, x) => s + pieceLen(x), 0);
+  const alen = pieces.reduce((s, x) => s + pieceLen(x), 0) + block.length;
   const nlen = prefixBytes(nr, 0, nr.count);
   const len = 23 + wlen + alen + nlen;
   checkLen(len, MsgType.UPDATE, opts, 'UPDATE');
@@ -419,8 +512,18 @@ export function encodeUpdate(u: UpdateInput, opts: EncodeOptions = {}): Buffer {
   p = writePrefixes(b, p, wr, 0, wr.count, 4);
   p = w16(b, p, alen);
   for (const x of pieces) p = writePiece(b, p, x);
-  writePrefixes(b, p, nr, 0, nr.count, 4);
+  b.set(block, p);
+  writePrefixes(b, p + block.length, nr, 0, nr.count, 4);
   return b;
+}
+
+/** Header of an MP attribute with a value of `len` octets at p; returns where the value starts. */
+function mpHeader(b: Uint8Array, p: number, type: number, len: number): number {
+  b[p] = ATTR_FLAGS[type] | (len > 255 ? AttrFlag.EXTENDED_LENGTH : 0);
+  b[p + 1] = type;
+  if (len > 255) return w16(b, p + 2, len);
+  b[p + 2] = len;
+  return p + 3;
 }
 
 /** How many prefixes from `from` fit in `room` octets; at least one or an error. */
@@ -496,21 +599,18 @@ export function encodeUpdates(attrs: PathAttrs, prefixes: PrefixSource, opts: En
     for (let k = 0; k < v6.length;) {
       const n = fitCount(r, v6, k, room);
       const vlen = 5 + nhl + indexedBytes(r, v6, k, k + n);
-      const from = k;
-      const mp: Piece = fixed(AttrType.MP_REACH_NLRI, vlen, (b, p) => {
-        p = w16(b, p, Afi.IPV6);
-        b[p++] = Safi.UNICAST;
-        b[p++] = nhl;
-        p = wIP(b, p, nh);
-        if (ll) p = wIP(b, p, ll);
-        b[p++] = 0;
-        writeIndexed(b, p, r, v6, from, from + n);
-      });
-      const alen = pieceLen(mp) + block.length;
+      const alen = (vlen > 255 ? 4 : 3) + vlen + block.length;
       const b = newMessage(23 + alen, MsgType.UPDATE);
       w16(b, 19, 0);
       w16(b, 21, alen);
-      const p = writePiece(b, 23, mp);
+      let p = mpHeader(b, 23, AttrType.MP_REACH_NLRI, vlen);
+      p = w16(b, p, Afi.IPV6);
+      b[p++] = Safi.UNICAST;
+      b[p++] = nhl;
+      p = wIP(b, p, nh);
+      if (ll) p = wIP(b, p, ll);
+      b[p++] = 0;
+      p = writeIndexed(b, p, r, v6, k, k + n);
       b.set(block, p);
       out.push(b);
       k += n;
@@ -536,16 +636,15 @@ export function encodeWithdrawals(prefixes: PrefixSource, opts: EncodeOptions = 
   }
   for (let k = 0; k < v6.length;) {
     const n = fitCount(r, v6, k, max - 23 - 4 - 3);
-    const from = k;
-    const mp: Piece = fixed(AttrType.MP_UNREACH_NLRI, 3 + indexedBytes(r, v6, k, k + n), (b, p) => {
-      p = w16(b, p, Afi.IPV6);
-      b[p++] = Safi.UNICAST;
-      writeIndexed(b, p, r, v6, from, from + n);
-    });
-    const b = newMessage(23 + pieceLen(mp), MsgType.UPDATE);
+    const vlen = 3 + indexedBytes(r, v6, k, k + n);
+    const alen = (vlen > 255 ? 4 : 3) + vlen;
+    const b = newMessage(23 + alen, MsgType.UPDATE);
     w16(b, 19, 0);
-    w16(b, 21, pieceLen(mp));
-    writePiece(b, 23, mp);
+    w16(b, 21, alen);
+    let p = mpHeader(b, 23, AttrType.MP_UNREACH_NLRI, vlen);
+    p = w16(b, p, Afi.IPV6);
+    b[p++] = Safi.UNICAST;
+    writeIndexed(b, p, r, v6, k, k + n);
     out.push(b);
     k += n;
   }
