@@ -1,9 +1,10 @@
 // bench/rib: the radix trie on a full Internet table, against the npm `longest-prefix-match` package.
 //
-//   npm run bench:rib -- [--table FILE] [--lookups N] [--rounds R] [--baseline-lookups N] [--no-baseline] [--no-rib]
+//   npm run bench:rib -- [--table FILE | --synthetic] [--lookups N] [--rounds R] [--baseline-lookups N]
+//                        [--no-baseline] [--no-rib] [--seed S]
 //
-// Table: --table, else ../shared/data/tier1-table-2023.txt.gz (relative to the repo root) when present, else the
-// synthetic generator (src/rib/tablegen.ts) with the real table's counts. Measures, per family: build time,
+// Table: --table, else ../shared/data/tier1-table-2023.txt.gz (relative to the repo root) when present, else (or
+// with --synthetic) the generator in src/rib/tablegen.ts with the real table's counts. Measures, per family: build time,
 // LPM rate for pre-generated addresses (half uniformly random, half inside a random table prefix; median of R
 // rounds, single calls and batch calls, by wall clock and by CPU time), trie bytes per prefix, heap/RSS deltas,
 // delete-all + re-insert (memory must not grow), and the baseline on the same keys and addresses. The whole-RIB
@@ -34,6 +35,7 @@ const { values } = parseArgs({
     'baseline-lookups': { type: 'string', default: '100000' },
     'no-baseline': { type: 'boolean', default: false },
     'no-rib': { type: 'boolean', default: false },
+    synthetic: { type: 'boolean', default: false },
     seed: { type: 'string', default: '1' },
   },
 });
@@ -56,7 +58,7 @@ const log = (s: string) => console.log(s);
 // ---- the table -------------------------------------------------------------------------------------------------
 
 const defaultTable = resolve(repoRoot, '../shared/data/tier1-table-2023.txt.gz');
-const tablePath = values.table ?? (existsSync(defaultTable) ? defaultTable : undefined);
+const tablePath = values.synthetic ? undefined : values.table ?? (existsSync(defaultTable) ? defaultTable : undefined);
 let v4: PrefixList;
 let v6: PrefixList;
 let parseMs = 0;
