@@ -65,9 +65,9 @@ const rows: Row[] = [
   { name: 'unknown capability is kept, not an error', rfc: '5492 3', bytes: open({ params: '0204 c802 abcd' }), expect: { ok: true } },
 
   // ---- UPDATE: session reset ----------------------------------------------------------------------------
-  { name: 'withdrawn routes length past the message', rfc: '4271 6.3; 7606 3 g', bytes: msg(2, '0010 0000'), expect: { notify: [3, 1, ''] } },
-  { name: 'total attribute length past the message', rfc: '4271 6.3; 7606 3 g', bytes: msg(2, '0000 0010 400101'), expect: { notify: [3, 1, ''] } },
-  { name: 'withdrawn prefix length 33', rfc: '4271 6.3; 7606 3 f, 5.3', bytes: update({ withdrawn: '21 0a000000 00' }), expect: { notify: [3, 10, ''] } },
+  { name: 'withdrawn routes length past the message', rfc: '4271 6.3; 7606 3 b, j', bytes: msg(2, '0010 0000'), expect: { notify: [3, 1, ''] } },
+  { name: 'total attribute length past the message', rfc: '4271 6.3; 7606 3 b, j', bytes: msg(2, '0000 0010 400101'), expect: { notify: [3, 1, ''] } },
+  { name: 'withdrawn prefix length 33', rfc: '4271 6.3; 7606 3 i, 5.3', bytes: update({ withdrawn: '21 0a000000 00' }), expect: { notify: [3, 10, ''] } },
   { name: 'NLRI prefix length 33', rfc: '4271 6.3; 7606 5.3', bytes: update({ attrs: WELL, nlri: '21 0a000000 00' }), expect: { notify: [3, 10, ''] } },
   { name: 'NLRI prefix overruns the message', rfc: '4271 6.3; 7606 5.3', bytes: update({ attrs: WELL, nlri: '18 0a00' }), expect: { notify: [3, 10, ''] } },
   {
@@ -95,11 +95,11 @@ const rows: Row[] = [
     bytes: update({ attrs: [...WELL, attr(0x40, 99, 'aa')], nlri: NLRI }), expect: { notify: [3, 2, '406301aa'] },
   },
   {
-    name: 'attribute overrun with no NLRI to locate', rfc: '7606 3 g, 4',
+    name: 'attribute overrun with no NLRI to locate', rfc: '7606 3 j, 4',
     bytes: update({ attrs: [ORIGIN, '40 02 09 0201'] }), expect: { notify: [3, 1, ''] },
   },
   {
-    name: 'strongest action wins: session reset over treat-as-withdraw', rfc: '7606 3 e',
+    name: 'strongest action wins: session reset over treat-as-withdraw', rfc: '7606 3 h',
     bytes: update({ attrs: [attr(0x40, 1, '07'), attr(0x80, 15, '0002 01'), attr(0x80, 15, '0002 01')] }), expect: { notify: [3, 1, ''] },
   },
 
@@ -113,8 +113,8 @@ const rows: Row[] = [
   { name: 'AS_PATH with AS 0', rfc: '7607 2', bytes: update({ attrs: [ORIGIN, attr(0x40, 2, '0201 00000000'), NEXT_HOP], nlri: NLRI }), expect: { withdraw: { subcodes: [11] } } },
   { name: '2-octet AS_PATH in a 4-octet session is an overrun', rfc: '7606 7.2', bytes: update({ attrs: [ORIGIN, AS_PATH2, NEXT_HOP], nlri: NLRI }), expect: { withdraw: { subcodes: [11] } } },
   { name: 'NEXT_HOP of length 5', rfc: '7606 7.3', bytes: update({ attrs: [ORIGIN, AS_PATH, attr(0x40, 3, '0a00000100')], nlri: NLRI }), expect: { withdraw: { subcodes: [5] } } },
-  { name: 'NEXT_HOP 0.0.0.0', rfc: '7606 7.3; 4271 6.3', bytes: update({ attrs: [ORIGIN, AS_PATH, attr(0x40, 3, '00000000')], nlri: NLRI }), expect: { withdraw: { subcodes: [8] } } },
-  { name: 'NEXT_HOP multicast', rfc: '7606 7.3; 4271 6.3', bytes: update({ attrs: [ORIGIN, AS_PATH, attr(0x40, 3, 'e0000001')], nlri: NLRI }), expect: { withdraw: { subcodes: [8] } } },
+  { name: 'NEXT_HOP 0.0.0.0', rfc: '7606 3 e, 7.3; 4271 6.3', bytes: update({ attrs: [ORIGIN, AS_PATH, attr(0x40, 3, '00000000')], nlri: NLRI }), expect: { withdraw: { subcodes: [8] } } },
+  { name: 'NEXT_HOP multicast', rfc: '7606 3 e, 7.3; 4271 6.3', bytes: update({ attrs: [ORIGIN, AS_PATH, attr(0x40, 3, 'e0000001')], nlri: NLRI }), expect: { withdraw: { subcodes: [8] } } },
   { name: 'MULTI_EXIT_DISC of length 3', rfc: '7606 7.4', bytes: update({ attrs: [...WELL, attr(0x80, 4, '000001')], nlri: NLRI }), expect: { withdraw: { subcodes: [5] } } },
   { name: 'LOCAL_PREF of length 3 (internal peer)', rfc: '7606 7.5', bytes: update({ attrs: [...WELL, attr(0x40, 5, '000064')], nlri: NLRI }), expect: { withdraw: { subcodes: [5] } } },
   { name: 'COMMUNITIES of length 5', rfc: '7606 7.8', bytes: update({ attrs: [...WELL, attr(0xc0, 8, '0001000200')], nlri: NLRI }), expect: { withdraw: { subcodes: [5] } } },
@@ -126,8 +126,8 @@ const rows: Row[] = [
   { name: 'missing ORIGIN: data is its type code', rfc: '7606 3 d; 4271 6.3', bytes: update({ attrs: [AS_PATH, NEXT_HOP], nlri: NLRI }), expect: { withdraw: { subcodes: [3] } } },
   { name: 'missing AS_PATH', rfc: '7606 3 d; 4271 6.3', bytes: update({ attrs: [ORIGIN, NEXT_HOP], nlri: NLRI }), expect: { withdraw: { subcodes: [3] } } },
   { name: 'missing NEXT_HOP with classic NLRI', rfc: '7606 3 d; 4760 3', bytes: update({ attrs: [ORIGIN, AS_PATH], nlri: NLRI }), expect: { withdraw: { subcodes: [3] } } },
-  { name: 'ORIGIN with the Optional bit set', rfc: '7606 3 h', bytes: update({ attrs: [attr(0xc0, 1, '00'), AS_PATH, NEXT_HOP], nlri: NLRI }), expect: { withdraw: { subcodes: [4] } } },
-  { name: 'MED marked transitive', rfc: '7606 3 h', bytes: update({ attrs: [...WELL, attr(0xc0, 4, '00000001')], nlri: NLRI }), expect: { withdraw: { subcodes: [4] } } },
+  { name: 'ORIGIN with the Optional bit set', rfc: '7606 3 c', bytes: update({ attrs: [attr(0xc0, 1, '00'), AS_PATH, NEXT_HOP], nlri: NLRI }), expect: { withdraw: { subcodes: [4] } } },
+  { name: 'MED marked transitive', rfc: '7606 3 c', bytes: update({ attrs: [...WELL, attr(0xc0, 4, '00000001')], nlri: NLRI }), expect: { withdraw: { subcodes: [4] } } },
   {
     name: 'attribute overrun: the NLRI found through the total length is withdrawn', rfc: '7606 4',
     bytes: update({ attrs: [ORIGIN, AS_PATH, '40 03 09 0a000001'], nlri: NLRI }), expect: { withdraw: { subcodes: [5], prefixes: ['192.168.1.0/24', '10.1.0.0/16'] } },
@@ -150,7 +150,7 @@ const rows: Row[] = [
     bytes: update({ attrs: [mpReach6('20 20010db8'), AS_PATH] }), expect: { withdraw: { subcodes: [3], prefixes: ['2001:db8::/32'] } },
   },
   {
-    name: 'strongest action wins: treat-as-withdraw over discard', rfc: '7606 3 e',
+    name: 'strongest action wins: treat-as-withdraw over discard', rfc: '7606 3 h',
     bytes: update({ attrs: [...WELL, attr(0x40, 6, '00'), attr(0x80, 4, '01')], nlri: NLRI }), expect: { withdraw: { subcodes: [5] } },
   },
 
@@ -159,7 +159,7 @@ const rows: Row[] = [
   { name: 'AGGREGATOR of length 7 (4-octet session)', rfc: '7606 7.7', bytes: update({ attrs: [...WELL, attr(0xc0, 7, '0000fde90a0000')], nlri: NLRI }), expect: { discard: [7] } },
   { name: 'AGGREGATOR of length 8 in a 2-octet session', rfc: '7606 7.7', bytes: update({ attrs: [ORIGIN, AS_PATH2, NEXT_HOP, attr(0xc0, 7, '0000fde90a000001')], nlri: NLRI }), opts: two, expect: { discard: [7] } },
   { name: 'AGGREGATOR with AS 0', rfc: '7607 2', bytes: update({ attrs: [...WELL, attr(0xc0, 7, '000000000a000001')], nlri: NLRI }), expect: { discard: [7] } },
-  { name: 'AGGREGATOR not marked optional', rfc: '7606 3 c, h', bytes: update({ attrs: [...WELL, attr(0x40, 7, '0000fde90a000001')], nlri: NLRI }), expect: { discard: [7] } },
+  { name: 'AGGREGATOR not marked optional', rfc: '7606 3 c, f', bytes: update({ attrs: [...WELL, attr(0x40, 7, '0000fde90a000001')], nlri: NLRI }), expect: { discard: [7] } },
   { name: 'LOCAL_PREF from an external peer', rfc: '7606 7.5', bytes: update({ attrs: [...WELL, attr(0x40, 5, '00000064')], nlri: NLRI }), opts: ebgp, expect: { discard: [5] } },
   { name: 'ORIGINATOR_ID from an external peer', rfc: '7606 7.9', bytes: update({ attrs: [...WELL, attr(0x80, 9, '0a000001')], nlri: NLRI }), opts: ebgp, expect: { discard: [9] } },
   { name: 'CLUSTER_LIST from an external peer', rfc: '7606 7.10', bytes: update({ attrs: [...WELL, attr(0x80, 10, '0a000001')], nlri: NLRI }), opts: ebgp, expect: { discard: [10] } },

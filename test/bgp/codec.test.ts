@@ -6,7 +6,7 @@ import { asSequence, asSet, attrsEqual, makeAttrs, SegmentType } from '../../src
 import {
   decodeMessage, encodeEndOfRib, encodeKeepalive, encodeMessage, encodeNotification, encodeOpen, encodeRouteRefresh,
   encodeUpdate, encodeUpdates, encodeWithdrawals, endOfRib, forEachPrefix, Framer, negotiatedOptions, peerAsOf,
-  prefixesOf, reconstructAsPath, shutdownData, shutdownMessage, DecodeScratch, describeStream, parseHex,
+  prefixesOf, reconstructAsPath, routeChanges, shutdownData, shutdownMessage, DecodeScratch, describeStream, parseHex,
   type DecodeResult, type Message, type UpdateMessage,
 } from '../../src/bgp/codec/index.ts';
 import {
@@ -368,4 +368,25 @@ t.test('describe: JSON view of a stream of hex messages', async (t) => {
     { action: 'ok', message: { type: 'UPDATE', attributes: { ORIGIN: 'IGP', AS_PATH: '65001', NEXT_HOP: '10.0.0.1', COMMUNITIES: ['65001:100'] }, nlri: ['10.0.0.0/8'] } },
   ]);
   t.ok(JSON.stringify(describeStream(encodeOpen({ myAs: 1, holdTime: 3, bgpId: 1, capabilities: [{ kind: 'route-refresh' }] }))).includes('route-refresh'));
+});
+
+t.test('routeChanges: Prefix objects per next hop, everything withdrawn under treat-as-withdraw', async (t) => {
+  const a = makeAttrs({ asPath: [asSequence(65001)], nextHop: parseIP('10.0.0.1') });
+  const both = encodeUpdate({
+    withdrawn: [parsePrefix('10.9.0.0/16')],
+    attrs: a,
+    nlri: [parsePrefix('10.1.0.0/16')],
+    mpReach: { afi: 2, safi: 1, nextHop: parseIP('2001:db8::1'), nlri: [parsePrefix('2001:db8:1::/48')] },
+    mpUnreach: { afi: 2, safi: 1, withdrawn: [parsePrefix('2001:db8:9::/48')] },
+  });
+  const c = routeChanges(decodeMessage(both))!;
+  t.same(c.withdraw.map(String), ['10.9.0.0/16', '2001:db8:9::/48']);
+  t.same(c.announce.map((x) => [x.attrs.nextHop!.toString(), x.prefixes.map(String)]), [
+    ['10.0.0.1', ['10.1.0.0/16']],
+    ['2001:db8::1', ['2001:db8:1::/48']],
+  ]);
+  const bad = update({ attrs: [ORIGIN, AS_PATH2, NEXT_HOP], nlri: '08 0a' }); // 2-octet AS_PATH in a 4-octet session
+  const w = routeChanges(decodeMessage(bad))!;
+  t.same([w.announce, w.withdraw.map(String)], [[], ['10.0.0.0/8']]);
+  t.equal(routeChanges(decodeMessage(encodeKeepalive())), null);
 });

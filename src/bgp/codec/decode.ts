@@ -5,10 +5,10 @@
 //   - session reset: the result is a NOTIFICATION to send (code, subcode, data);
 //   - treat-as-withdraw: every prefix the UPDATE carries is to be withdrawn (7606 2);
 //   - attribute discard: the attribute is dropped and the UPDATE is otherwise used (7606 2).
-// When several apply the strongest wins (7606 3 e). Problems are found by parsing; inside the decoder they unwind
+// When several apply the strongest wins (7606 3 h). Problems are found by parsing; inside the decoder they unwind
 // as CodecError and are converted at the entry point, as is any other exception (counted as `internal`).
-import { type Family, IP } from '../../net/ip.ts';
-import { makeAttrs, SegmentType, type AsPath, type AsPathSegment, type AttrsInit, type ExtCommunity, type LargeCommunity, type Origin, type RawAttr } from '../../rib/attrs.ts';
+import { type Family, IP, type Prefix } from '../../net/ip.ts';
+import { makeAttrs, SegmentType, withAttrs, type AsPath, type PathAttrs, type AsPathSegment, type AttrsInit, type ExtCommunity, type LargeCommunity, type Origin, type RawAttr } from '../../rib/attrs.ts';
 import { PrefixList } from '../../rib/prefixlist.ts';
 import {
   ErrorCode, HeaderSubcode, OpenSubcode, RouteRefreshSubcode, UpdateSubcode, CodecError, notificationError,
@@ -306,7 +306,7 @@ const T = AttrFlag.TRANSITIVE;
 const EXPECTED_FLAGS = new Int16Array(256).fill(-1);
 for (const [type, f] of Object.entries(ATTR_FLAGS)) EXPECTED_FLAGS[Number(type)] = f;
 
-// Attributes whose errors are handled by attribute discard rather than treat-as-withdraw (RFC 7606 3 c for
+// Attributes whose errors are handled by attribute discard rather than treat-as-withdraw (RFC 7606 3 f, 7.6, 7.7 for
 // ATOMIC_AGGREGATE and AGGREGATOR, RFC 6793 6 for AS4_PATH and AS4_AGGREGATOR).
 const DISCARD_ON_ERROR = new Set<number>([AttrType.ATOMIC_AGGREGATE, AttrType.AGGREGATOR, AttrType.AS4_PATH, AttrType.AS4_AGGREGATOR]);
 
@@ -428,7 +428,7 @@ class UpdateParse {
 
 function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeOptions): DecodeResult {
   // RFC 4271 6.3: lengths inconsistent with the message length are Malformed Attribute List (a session reset,
-  // RFC 7606 3 g: the NLRI cannot be located).
+  // RFC 7606 3 b, j: the NLRI cannot be located).
   const wrl = u16(buf, start);
   const ws = start + 2;
   const we = ws + wrl;
@@ -438,7 +438,7 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
   const ae = as + tal;
   if (ae > end) throw updateError(UpdateSubcode.MALFORMED_ATTRIBUTE_LIST, `total path attribute length ${tal} overruns the message`);
 
-  // RFC 4271 6.3 / RFC 7606 3 f, 5.3: a syntactically incorrect NLRI or withdrawn routes field is a session reset.
+  // RFC 4271 6.3 / RFC 7606 3 i, 5.3: a syntactically incorrect NLRI or withdrawn routes field is a session reset.
   const withdrawn = newList(opts, W4, 4, wrl);
   if (!readPrefixes4(buf, ws, we, withdrawn)) throw updateError(UpdateSubcode.INVALID_NETWORK_FIELD, 'malformed withdrawn routes field');
   const nlri = newList(opts, N4, 4, end - ae);
@@ -487,7 +487,7 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
     decodeAttr(st, flags, type, vs, ve);
   }
   if (overrun !== null) {
-    // Treat-as-withdraw needs the NLRI (RFC 7606 3 g). When nothing was found before the bad attribute and the
+    // Treat-as-withdraw needs the NLRI (RFC 7606 3 j). When nothing was found before the bad attribute and the
     // classic fields are empty, the UPDATE almost surely carried an MP_REACH/MP_UNREACH we cannot locate: reset.
     if (st.mpReach === null && st.mpUnreach === null && withdrawn.count === 0 && nlri.count === 0) {
       throw updateError(UpdateSubcode.MALFORMED_ATTRIBUTE_LIST, `${overrun}; no NLRI could be located`);
@@ -504,7 +504,7 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
     if (nlri.count > 0 && st.nextHop === null && !seen[AttrType.NEXT_HOP]) missingAttr(st, AttrType.NEXT_HOP);
   }
   if (st.nextHopInvalid && nlri.count > 0) {
-    // RFC 7606 7.3: a semantically wrong NEXT_HOP means the routes are ignored, without a NOTIFICATION.
+    // RFC 7606 3 e, 7.3: a semantically wrong NEXT_HOP means the routes are ignored, without a NOTIFICATION.
     st.problem(AttrType.NEXT_HOP, 'withdraw', 'NEXT_HOP is not a usable host address', ErrorCode.UPDATE, UpdateSubcode.INVALID_NEXT_HOP);
   }
 
@@ -565,7 +565,7 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
   }
   const action: 'discard' | 'withdraw' = DISCARD_ON_ERROR.has(type) ? 'discard' : 'withdraw';
   if ((flags & (O | T)) !== expected) {
-    // RFC 7606 3 h: conflicting Optional/Transitive bits make the attribute malformed (treat-as-withdraw, or
+    // RFC 7606 3 c: conflicting Optional/Transitive bits make the attribute malformed (treat-as-withdraw, or
     // discard for the attributes whose malformation is discarded). MP attributes are still parsed, so their
     // prefixes can be withdrawn.
     st.problem(type, action, `${name} has flags 0x${flags.toString(16)}`, ErrorCode.UPDATE, UpdateSubcode.ATTRIBUTE_FLAGS, st.attrData());
@@ -728,6 +728,44 @@ function decodeMpUnreach(st: UpdateParse, vs: number, ve: number): MpUnreach {
 }
 
 // ---- conveniences -------------------------------------------------------------------------------------------
+
+/** Announcements of one next hop: the prefixes and the attributes that apply to them. */
+export interface Announcement {
+  readonly attrs: PathAttrs;
+  readonly prefixes: Prefix[];
+}
+
+/**
+ * What an UPDATE result asks of the RIB, as Prefix objects (tests and tools; the ingest path reads the
+ * PrefixLists). Classic NLRI and MP_REACH_NLRI NLRI are separate announcements when both are present, each with
+ * its own next hop. Treat-as-withdraw turns everything into withdrawals. Null for other messages and errors.
+ */
+export function routeChanges(r: DecodeResult): { announce: Announcement[]; withdraw: Prefix[] } | null {
+  if (r.action === 'notification' || r.message.type !== 'update') return null;
+  const u = r.message;
+  const withdraw = [...listPrefixes(u.withdrawn)];
+  if (u.mpUnreach) withdraw.push(...listPrefixes(u.mpUnreach.withdrawn));
+  const announce: Announcement[] = [];
+  if (r.action === 'treat-as-withdraw') {
+    withdraw.push(...listPrefixes(u.nlri));
+    if (u.mpReach) withdraw.push(...listPrefixes(u.mpReach.nlri));
+    return { announce, withdraw };
+  }
+  const attrs = u.attrs;
+  if (attrs !== null && u.nlri.count > 0) announce.push({ attrs, prefixes: listPrefixes(u.nlri) });
+  if (attrs !== null && u.mpReach && u.mpReach.nlri.count > 0) {
+    // attrs already carries the MP next hop unless classic NLRI claimed it (RFC 4760 3).
+    const mpAttrs = u.nlri.count > 0 ? withAttrs(attrs, { nextHop: u.mpReach.nextHop, nextHopLinkLocal: u.mpReach.nextHopLinkLocal }) : attrs;
+    announce.push({ attrs: mpAttrs, prefixes: listPrefixes(u.mpReach.nlri) });
+  }
+  return { announce, withdraw };
+}
+
+function listPrefixes(l: PrefixList): Prefix[] {
+  const out: Prefix[] = new Array(l.count);
+  for (let i = 0; i < l.count; i++) out[i] = l.prefix(i);
+  return out;
+}
 
 /** Decode and return the message, or throw the error as a CodecError-like Error (tests and tools only). */
 export function decodeOrThrow(buf: Uint8Array, opts: DecodeOptions = {}): Message {
