@@ -9,7 +9,8 @@
 //                AS_PATH/community combinations), so most UPDATEs carry a few prefixes and attribute decoding
 //                weighs in.
 // Decode = the ingest path: the whole stream through the Framer in 64 KiB chunks, decodeMessage with a
-// DecodeScratch, and a read of every prefix word. Encode = encodeUpdates per attribute set. Median of R rounds.
+// DecodeScratch, and a read of every prefix word. Encode = encodeUpdates per attribute set. Median of R rounds,
+// by wall clock and by this process's CPU time (GC included).
 // Human-readable lines first, then one JSON line.
 import { existsSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -75,17 +76,28 @@ interface ShapeResult {
   decode_prefixes_per_s: number;
   decode_updates_per_s: number;
   encode_prefixes_per_s: number;
+  /** The same by CPU time of this process (less sensitive to a busy machine than wall clock). */
+  decode_prefixes_per_cpu_s: number;
+  encode_prefixes_per_cpu_s: number;
 }
+
+const cpuMs = (since: NodeJS.CpuUsage) => {
+  const u = process.cpuUsage(since);
+  return (u.user + u.system) / 1000;
+};
 
 function runShape(name: string, gs: { attrs: PathAttrs; prefixes: PrefixList }[]): ShapeResult {
   // Encode.
   const encTimes: number[] = [];
+  const encCpu: number[] = [];
   let msgs: Buffer[] = [];
   for (let r = 0; r < rounds; r++) {
+    const c0 = process.cpuUsage();
     const t0 = performance.now();
     const out: Buffer[] = [];
     for (const g of gs) for (const m of encodeUpdates(g.attrs, g.prefixes)) out.push(m);
     encTimes.push(performance.now() - t0);
+    encCpu.push(cpuMs(c0));
     msgs = out;
   }
   const stream = Buffer.concat(msgs);
@@ -94,12 +106,14 @@ function runShape(name: string, gs: { attrs: PathAttrs; prefixes: PrefixList }[]
 
   // Decode through the framer, as a session would.
   const decTimes: number[] = [];
+  const decCpu: number[] = [];
   let seen = 0;
   for (let r = 0; r < rounds; r++) {
     const scratch = new DecodeScratch();
     const framer = new Framer();
     let count = 0;
     let xor = 0;
+    const c0 = process.cpuUsage();
     const t0 = performance.now();
     for (const c of chunks) {
       framer.push(c, (m) => {
@@ -111,6 +125,7 @@ function runShape(name: string, gs: { attrs: PathAttrs; prefixes: PrefixList }[]
       });
     }
     decTimes.push(performance.now() - t0);
+    decCpu.push(cpuMs(c0));
     if (count !== N) throw new Error(`decoded ${count} prefixes, expected ${N} (${xor})`);
     seen = count;
   }
@@ -123,11 +138,14 @@ function runShape(name: string, gs: { attrs: PathAttrs; prefixes: PrefixList }[]
     decode_prefixes_per_s: Math.round(seen / dec),
     decode_updates_per_s: Math.round(msgs.length / dec),
     encode_prefixes_per_s: Math.round(N / enc),
+    decode_prefixes_per_cpu_s: Math.round(seen / (median(decCpu) / 1000)),
+    encode_prefixes_per_cpu_s: Math.round(N / (median(encCpu) / 1000)),
   };
   console.log(
     `${name.padEnd(10)} ${res.updates} UPDATEs (${res.prefixesPerUpdate} prefixes each, ${res.streamMB} MB): ` +
       `decode ${(res.decode_prefixes_per_s / 1e6).toFixed(2)} M prefixes/s (${(dec * 1000).toFixed(0)} ms), ` +
-      `encode ${(res.encode_prefixes_per_s / 1e6).toFixed(2)} M prefixes/s (${(enc * 1000).toFixed(0)} ms)`,
+      `encode ${(res.encode_prefixes_per_s / 1e6).toFixed(2)} M prefixes/s (${(enc * 1000).toFixed(0)} ms); ` +
+      `per CPU second: decode ${(res.decode_prefixes_per_cpu_s / 1e6).toFixed(2)} M, encode ${(res.encode_prefixes_per_cpu_s / 1e6).toFixed(2)} M`,
   );
   return res;
 }
