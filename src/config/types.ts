@@ -1,0 +1,117 @@
+// The config file's shape after validation: user-facing names as in DESIGN.md ("Config file"), every default
+// filled in, addresses and prefixes in canonical text form. Extend these, never rename a field.
+
+export type AddressFamily = 'ipv4' | 'ipv6';
+export type NodeOS = 'linux' | 'windows';
+
+export interface Config {
+  node: NodeConfig;
+  /** null when the file has no bgp section (no speaker runs). */
+  bgp: BgpConfig | null;
+  /** null when the file has no ipam section. */
+  ipam: IpamConfig | null;
+  dataplane: DataplaneConfig;
+  /** false: no status endpoint. */
+  status: StatusConfig | false;
+  /** false: no control socket. */
+  ipc: IpcConfig | false;
+}
+
+export interface NodeConfig {
+  /** Default: the host name. */
+  name: string;
+  os: NodeOS;
+  labels: Record<string, string>;
+}
+
+export interface ListenAddress {
+  address: string;
+  port: number;
+}
+
+export interface PrefixRule {
+  prefix: string;
+  /** Match lengths ge..le; both absent = exactly the prefix's length. */
+  ge?: number;
+  le?: number;
+  action: 'accept' | 'reject';
+}
+
+export interface PeerGracefulRestart {
+  restartTime: number;
+}
+
+export interface PeerConfig {
+  address: string;
+  asn: number;
+  /** The peer's TCP port (where we connect to). Default 179. */
+  port: number;
+  /** Address families negotiated with this peer (MP-BGP). Default: the family of `address`. */
+  families: AddressFamily[];
+  /** Proposed hold time in seconds; 0 = no keepalives. Default 90. */
+  holdTime: number;
+  /** Never connect, only accept the peer's connection. */
+  passive: boolean;
+  /** false: no graceful restart with this peer. Default: bgp.gracefulRestart (false when that is off). */
+  gracefulRestart: PeerGracefulRestart | false;
+  /** Prefix lists, first match wins, no match = reject. Absent = accept everything. */
+  import?: PrefixRule[];
+  /** Absent = export everything. */
+  export?: PrefixRule[];
+}
+
+export interface BgpConfig {
+  asn: number;
+  routerId: string;
+  /** false (or port 0 in the file): never accept connections, only connect out. */
+  listen: ListenAddress | false;
+  /** Our restart time as a restarting speaker / helper; false turns graceful restart off. Default 120 s. */
+  gracefulRestart: PeerGracefulRestart | false;
+  peers: PeerConfig[];
+  /** Static routes announced as local routes. */
+  announce: string[];
+}
+
+export type ReservationConfig =
+  | { kind: 'auto' }
+  | { kind: 'perBlock'; start: number; end: number }
+  | { kind: 'perHost'; count: number }
+  | { kind: 'perPool'; count: number }
+  | { kind: 'none' };
+
+export interface PoolConfig {
+  name: string;
+  cidr: string;
+  /** Default 26 (IPv4) / 122 (IPv6). */
+  blockSize: number;
+  nodeSelector: string;
+  disabled: boolean;
+  allowedUses: ('Workload' | 'Tunnel')[];
+  natOutgoing: boolean;
+  disableBGPExport: boolean;
+  reservation: ReservationConfig;
+}
+
+export interface IpamConfig {
+  /** A directory (embedded file store) or etcd://host:port[,host:port...]. */
+  store: string;
+  strictAffinity: boolean;
+  maxBlocksPerHost: number;
+  autoAllocateBlocks: boolean;
+  ipCooldownSeconds: number;
+  pools: PoolConfig[];
+}
+
+export type DataplaneConfig =
+  | { kind: 'none' }
+  | { kind: 'linux'; table: number; protocol: number }
+  | { kind: 'hns'; network?: string; mode: 'l2bridge' | 'overlay'; vni?: number };
+
+export interface StatusConfig {
+  /** Port 0 picks a free port (the daemon logs the one it got). */
+  listen: ListenAddress;
+}
+
+export interface IpcConfig {
+  path: string;
+}
