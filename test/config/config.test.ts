@@ -1,6 +1,6 @@
 // Config validation: the DESIGN.md example parses with defaults filled in; every kind of bad input is reported with
 // its field path and bad value (all of them, not just the first); YAML and JSON round-trip through formatConfig.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,7 +29,7 @@ ipc: { path: /run/blockspeaker.sock }
 `;
 
 /** The ConfigError's issues for a text, as "path: message" lines (fails the test when it parses). */
-function errorsOf(t: Tap.Test, text: string): string[] {
+function errorsOf(t: Test, text: string): string[] {
   try {
     parseConfig(text, 'test.yaml');
   } catch (e) {
