@@ -3,26 +3,32 @@
 // peer's Adj-RIB-Out). Sessions (src/bgp/session.ts) do the wire and the FSM; this file decides what routes go
 // where, like GoBGP's pkg/server over its FSM or BIRD's proto/bgp over nest.
 import { EventEmitter } from 'node:events';
-import type { Prefix } from '../net/ip.ts';
-import type { AttrsInit } from '../rib/attrs.ts';
-import { Rib } from '../rib/rib.ts';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import { IP, type Prefix, formatIP, formatPrefix, parseIP, parseIPWithLen, parsePrefix, prefixContainsIP, prefixOf } from '../net/ip.ts';
+import { asSequence, makeAttrs, withAttrs, type AttrsInit, type PathAttrs } from '../rib/attrs.ts';
+import { DEFAULT_LOCAL_PREF, type PeerInfo } from '../rib/bestpath.ts';
+import type { PrefixList } from '../rib/prefixlist.ts';
+import { Rib, type ExportPolicy, type ExportUpdate, type ImportPolicy, type RibChange } from '../rib/rib.ts';
+import {
+  CeaseSubcode, ErrorCode, encodeNotification, encodeUpdates, encodeWithdrawals, endOfRib, shutdownData,
+  type OpenMessage, type UpdateMessage,
+} from './codec/index.ts';
+import type { DownInfo } from './fsm.ts';
+import { compilePrefixList, sameRules, type PrefixFilter, type PrefixRule } from './policy.ts';
+import {
+  Session, familyOfAfi, ipv4ToU32, silentLogger, u32ToIPv4, type AddressFamily, type NegotiatedCapabilities,
+} from './session.ts';
 
 // ---- configuration ----------------------------------------------------------------------------------------------
 
-export type AddressFamily = 'ipv4' | 'ipv6';
-
+export type { AddressFamily, NegotiatedCapabilities } from './session.ts';
 /**
  * One prefix-list rule: matches prefixes inside `prefix` whose length is in ge..le (both absent: exactly the
  * rule's length; only le: rule length..le; only ge: ge..max). Lists are evaluated first match wins; a prefix
  * that matches no rule is rejected. An absent list accepts everything.
  */
-export interface PrefixRule {
-  prefix: string;
-  ge?: number;
-  le?: number;
-  /** Default 'accept'. */
-  action?: 'accept' | 'reject';
-}
+export type { PrefixRule } from './policy.ts';
 
 export interface PeerGracefulRestart {
   /** Seconds (0..4095). */
@@ -115,22 +121,6 @@ export interface SpeakerOptions {
 
 export type SessionStateName = 'Idle' | 'Connect' | 'Active' | 'OpenSent' | 'OpenConfirm' | 'Established';
 
-export interface NegotiatedCapabilities {
-  /** Families both sides announced (and we are configured for). */
-  families: AddressFamily[];
-  routeRefresh: boolean;
-  fourOctetAs: boolean;
-  extendedMessage: boolean;
-  /** The peer's graceful restart capability, when both sides do graceful restart. */
-  gracefulRestart: {
-    restartTime: number;
-    /** The peer's R bit. */
-    restarting: boolean;
-    /** Families the peer preserves forwarding for (F bit). */
-    forwarding: AddressFamily[];
-  } | null;
-}
-
 export interface PeerStatus {
   address: string;
   port: number;
@@ -186,36 +176,167 @@ export interface SpeakerEvents {
 
 /** The RIB source name of a configured peer: its address in canonical text. */
 export function peerSourceName(address: string): string {
-  return address;
+  return formatIP(parseIP(address));
 }
 
 /** The RIB source of static and announce()d routes. */
 export const LOCAL_SOURCE = 'local';
 
+/** How long a helper waits for End-of-RIB after the restarting peer came back (FRR's stalepath-time). */
+const STALE_PATH_TIME = 360;
+/** Prefixes per encode step of the export pump (one step may yield several UPDATEs). */
+const PUMP_CHUNK = 4096;
+
+interface NormPeer {
+  key: string;
+  address: string;
+  ip: IP;
+  asn: number;
+  port: number;
+  families: AddressFamily[];
+  holdTime: number;
+  passive: boolean;
+  /** Our restart time towards this peer; null = no GR with it. */
+  gr: { restartTime: number } | null;
+  importRules: PrefixRule[] | undefined;
+  exportRules: PrefixRule[] | undefined;
+  localAddress: string | undefined;
+  connectRetry: number;
+  connectRetryMax: number;
+  idleHold: number;
+  delayOpen: number;
+  nextHop: { ipv4?: string; ipv6?: string; ipv6LinkLocal?: string };
+  nextHopSelf: boolean;
+}
+
+type QueueItem =
+  | { kind: 'announce'; attrs: PathAttrs; prefixes: Prefix[]; pos: number }
+  | { kind: 'withdraw'; prefixes: Prefix[]; pos: number }
+  | { kind: 'eor'; family: AddressFamily };
+
+class PeerState {
+  session: Session | null = null;
+  /** A second, incoming connection during collision detection (RFC 4271 6.8). */
+  incoming: Session | null = null;
+  established: Session | null = null;
+  importFilter: PrefixFilter | null;
+  exportFilter: PrefixFilter | null;
+  queue: QueueItem[] = [];
+  waitingDrain = false;
+  /** Next hops towards this peer, from the established session. */
+  nh4: IP | null = null;
+  nh6: IP | null = null;
+  nh6ll: IP | null = null;
+  /**
+   * Export results by source attrs, per next-hop family and origin type (a v4 and a v6 route may share source
+   * attrs); cleared per session and on policy change.
+   */
+  exportCache: [ExportCache, ExportCache] = [newExportCache(), newExportCache()];
+  loopCache = new WeakMap<PathAttrs, boolean>();
+  eorReceived = new Set<AddressFamily>();
+  /** The peer's graceful restart capability on the last established session. */
+  peerGr: NegotiatedCapabilities['gracefulRestart'] = null;
+  /** Helper role: the peer's routes are held stale. */
+  helping = false;
+  grTimer: NodeJS.Timeout | null = null;
+  /** Restarting-speaker role: our OPENs to this peer still carry the R bit. */
+  restarting: boolean;
+  warnedNoNextHop = new Set<AddressFamily>();
+  lastStatusKey = '';
+
+  constructor(public cfg: NormPeer, restarting: boolean) {
+    this.importFilter = compilePrefixList(cfg.importRules);
+    this.exportFilter = compilePrefixList(cfg.exportRules);
+    this.restarting = restarting;
+  }
+
+  get source(): string {
+    return this.cfg.key;
+  }
+
+  /** Set when the peer starts (depends on our ASN too). */
+  type: 'ibgp' | 'ebgp' = 'ebgp';
+
+  resetExportCache(): void {
+    this.exportCache = [newExportCache(), newExportCache()];
+  }
+}
+
 /**
  * A BGP-4 speaker. Lifecycle: new Speaker(cfg, opts) → (announce() local routes) → await start() → ... →
  * await stop(). Routes learned from peers are in `rib` under source peerSourceName(address); local routes are
  * under LOCAL_SOURCE, and any other RIB source with PeerInfo type 'local' (e.g. the daemon's IPAM routes) is
- * exported like them.
+ * exported like them. Announce local routes before start() so that the first table sent to each peer (and its
+ * End-of-RIB) already holds them.
  */
 export class Speaker extends EventEmitter<SpeakerEvents> {
   /** The RIB (Loc-RIB, Adj-RIB-In per peer, Adj-RIB-Out per peer); query it for routes. */
   readonly rib: Rib;
+  private cfg: SpeakerConfig;
+  private routerId: number;
+  private readonly log: Logger;
+  private readonly random: () => number;
+  private readonly now: () => number;
+  private readonly restarted: boolean;
+  private readonly peerMap = new Map<string, PeerState>();
+  private server: net.Server | null = null;
+  private unsubscribe: (() => void) | null = null;
+  private running = false;
+  private flushQueued = false;
+  private staticRoutes = new Set<string>();
+  private readonly sessions = new Set<Session>();
 
   constructor(cfg: SpeakerConfig, opts: SpeakerOptions = {}) {
     super();
-    this.rib = opts.rib ?? new Rib();
-    void cfg;
+    this.rib = opts.rib ?? new Rib({ schedule: (f) => setImmediate(f) });
+    this.log = opts.logger ?? silentLogger;
+    this.random = opts.random ?? Math.random;
+    this.now = opts.now ?? Date.now;
+    this.restarted = opts.restarted === true;
+    this.cfg = cfg;
+    this.routerId = ipv4ToU32(cfg.routerId);
+    for (const p of cfg.peers) {
+      const n = this.normPeer(p);
+      if (this.peerMap.has(n.key)) throw new Error(`peer ${n.address} configured twice`);
+      this.peerMap.set(n.key, new PeerState(n, this.restarted));
+    }
+    this.rib.addSource(LOCAL_SOURCE, this.localPeerInfo());
+    this.setStatic(cfg.announce ?? []);
   }
+
+  // ---- lifecycle ----------------------------------------------------------------------------------------------
 
   /** Bind the listener (if any) and start every peer. Resolves once listening. */
   async start(): Promise<void> {
-    throw new Error('not implemented yet');
+    if (this.running) return;
+    this.running = true;
+    this.unsubscribe = this.rib.subscribe((batch) => this.onRibChanges(batch));
+    if (this.cfg.listen) await this.listen(this.cfg.listen);
+    for (const p of this.peerMap.values()) this.startPeer(p);
   }
 
   /** Stop all sessions and the listener. Resolves when every socket is closed. */
-  async stop(_opts: StopOptions = {}): Promise<void> {
-    throw new Error('not implemented yet');
+  async stop(opts: StopOptions = {}): Promise<void> {
+    if (!this.running) return;
+    this.running = false;
+    const graceful = opts.graceful !== false;
+    await this.closeServer();
+    for (const p of this.peerMap.values()) {
+      for (const s of [p.session, p.incoming]) {
+        if (!s) continue;
+        if (graceful) s.stop({ code: ErrorCode.CEASE, subcode: CeaseSubcode.ADMIN_SHUTDOWN, data: shutdownData('speaker stopping') });
+        else s.abort();
+      }
+      this.clearGrTimer(p);
+    }
+    await Promise.all([...this.sessions].map((s) => s.whenClosed()));
+    for (const p of this.peerMap.values()) {
+      for (const s of [p.session, p.incoming]) if (s) this.forget(s);
+      p.session = p.incoming = p.established = null;
+      p.queue = [];
+    }
+    this.unsubscribe?.();
+    this.unsubscribe = null;
   }
 
   /**
@@ -225,27 +346,739 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
    * Configuration Change and restart; new peers start; a changed ASN or router ID restarts every session; a
    * changed listen address rebinds; static routes are diffed.
    */
-  async reconfigure(_cfg: SpeakerConfig): Promise<void> {
-    throw new Error('not implemented yet');
+  async reconfigure(cfg: SpeakerConfig): Promise<void> {
+    const old = this.cfg;
+    const next = new Map<string, NormPeer>();
+    for (const p of cfg.peers) {
+      const n = this.normPeerWith(p, cfg);
+      if (next.has(n.key)) throw new Error(`peer ${n.address} configured twice`);
+      next.set(n.key, n);
+    }
+    const newRouterId = ipv4ToU32(cfg.routerId);
+    const everything = cfg.asn !== old.asn || newRouterId !== this.routerId;
+    this.cfg = cfg;
+    this.routerId = newRouterId;
+    if (everything) {
+      this.rib.addSource(LOCAL_SOURCE, this.localPeerInfo());
+    }
+    if (this.running && !sameListen(old.listen, cfg.listen)) {
+      await this.closeServer();
+      if (cfg.listen) await this.listen(cfg.listen);
+    }
+    for (const [key, p] of [...this.peerMap]) {
+      const n = next.get(key);
+      if (!n) {
+        this.log.info(`peer ${p.cfg.address}: removed from the configuration`);
+        this.stopPeer(p, CeaseSubcode.PEER_DECONFIGURED);
+        this.peerMap.delete(key);
+        if (this.rib.sourceNames().includes(p.source)) this.rib.removeSource(p.source);
+        this.rib.clearAdjRibOut(p.source);
+        this.scheduleFlush();
+        continue;
+      }
+      if (everything || !sameSession(p.cfg, n)) {
+        this.log.info(`peer ${p.cfg.address}: session settings changed, restarting it`);
+        this.stopPeer(p, CeaseSubcode.OTHER_CONFIG_CHANGE);
+        const fresh = new PeerState(n, false);
+        this.peerMap.set(key, fresh);
+        if (this.running) this.startPeer(fresh);
+        continue;
+      }
+      const importChanged = !sameRules(p.cfg.importRules, n.importRules);
+      const exportChanged = !sameRules(p.cfg.exportRules, n.exportRules);
+      p.cfg = n;
+      if (importChanged) {
+        p.importFilter = compilePrefixList(n.importRules);
+        if (this.rib.sourceNames().includes(p.source)) {
+          this.rib.setImportPolicy(p.source, this.importPolicy(p));
+          // The Adj-RIB-In holds what the peer sent before policy, so the new policy applies at once; the
+          // ROUTE-REFRESH also resynchronises with a peer whose table we may have missed parts of.
+          this.rib.reimport(p.source);
+          this.scheduleFlush();
+        }
+        const s = p.established;
+        if (s) for (const f of s.negotiated?.families ?? []) s.sendRouteRefresh(f);
+      }
+      if (exportChanged) {
+        p.exportFilter = compilePrefixList(n.exportRules);
+        p.resetExportCache();
+        if (p.established) this.exportAllTo(p);
+      }
+    }
+    for (const [key, n] of next) {
+      if (this.peerMap.has(key)) continue;
+      const p = new PeerState(n, false);
+      this.peerMap.set(key, p);
+      if (this.running) this.startPeer(p);
+    }
+    this.setStatic(cfg.announce ?? []);
   }
 
+  // ---- local routes -------------------------------------------------------------------------------------------
+
   /** Announce a local route (source LOCAL_SOURCE); attrs default to ORIGIN IGP, empty AS_PATH. */
-  announce(_prefix: Prefix | string, _attrs?: AttrsInit): void {
-    throw new Error('not implemented yet');
+  announce(prefix: Prefix | string, attrs?: AttrsInit): void {
+    const p = typeof prefix === 'string' ? parsePrefix(prefix) : prefix;
+    this.rib.update(LOCAL_SOURCE, p, makeAttrs({ ...attrs }));
+    this.scheduleFlush();
   }
 
   /** Withdraw a local route. Returns false when it was not announced. */
-  withdraw(_prefix: Prefix | string): boolean {
-    throw new Error('not implemented yet');
+  withdraw(prefix: Prefix | string): boolean {
+    const p = typeof prefix === 'string' ? parsePrefix(prefix) : prefix;
+    const had = this.rib.withdraw(LOCAL_SOURCE, p);
+    if (had) this.scheduleFlush();
+    return had;
   }
+
+  private setStatic(list: readonly string[]): void {
+    const next = new Set(list.map((t) => formatPrefix(parsePrefix(t))));
+    for (const t of this.staticRoutes) if (!next.has(t)) this.withdraw(t);
+    for (const t of next) if (!this.staticRoutes.has(t)) this.announce(t);
+    this.staticRoutes = next;
+  }
+
+  // ---- status -------------------------------------------------------------------------------------------------
 
   /** Status of every configured peer, in config order. */
   peers(): PeerStatus[] {
-    return [];
+    return [...this.peerMap.values()].map((p) => this.status(p));
   }
 
   /** The address and port the listener is bound to, or null when not listening. */
   listening(): { address: string; port: number } | null {
-    return null;
+    const a = this.server?.address();
+    return a && typeof a === 'object' ? { address: stripMapped(a.address), port: a.port } : null;
   }
+
+  private status(p: PeerState): PeerStatus {
+    const s = p.established ?? p.session;
+    const n = s?.negotiated ?? null;
+    const connected = s && (s.state === 'OpenConfirm' || s.state === 'Established');
+    const counts = this.rib.sourceNames().includes(p.source) ? this.rib.counts(p.source) : null;
+    const c = s?.counters;
+    return {
+      address: p.cfg.address,
+      port: p.cfg.port,
+      asn: p.cfg.asn,
+      type: p.cfg.asn === this.cfg.asn ? 'ibgp' : 'ebgp',
+      state: s?.state ?? 'Idle',
+      since: s ? s.stateSince : this.now(),
+      lastError: s?.lastError ?? null,
+      uptime: s?.establishedAt != null ? Math.floor((this.now() - s.establishedAt) / 1000) : 0,
+      routerId: s?.remoteOpen ? u32ToIPv4(s.remoteOpen.bgpId) : null,
+      localAddress: s?.localAddress ?? null,
+      holdTime: connected ? s.fsm.holdTime : null,
+      keepaliveTime: connected ? s.fsm.keepaliveTime : null,
+      capabilities: connected ? n : null,
+      prefixes: {
+        received: counts?.received ?? 0,
+        accepted: counts?.accepted ?? 0,
+        sent: p.established ? this.rib.adjRibOut(p.source).size : 0,
+        stale: counts?.stale ?? 0,
+      },
+      messages: { received: c?.messagesIn ?? 0, sent: c?.messagesOut ?? 0, updatesReceived: c?.updatesIn ?? 0, updatesSent: c?.updatesOut ?? 0 },
+      errors: { treatAsWithdraw: c?.treatAsWithdraw ?? 0, attributeDiscard: c?.attributeDiscard ?? 0 },
+      flaps: s?.fsm.flaps ?? 0,
+    };
+  }
+
+  private emitStatus(p: PeerState): void {
+    if (this.listenerCount('peer') === 0) return;
+    this.emit('peer', this.status(p));
+  }
+
+  // ---- peers and sessions -------------------------------------------------------------------------------------
+
+  private normPeer(p: SpeakerPeerConfig): NormPeer {
+    return this.normPeerWith(p, this.cfg);
+  }
+
+  private normPeerWith(p: SpeakerPeerConfig, cfg: SpeakerConfig): NormPeer {
+    const ip = parseIP(p.address);
+    const address = formatIP(ip);
+    const global = cfg.gracefulRestart || null;
+    let gr: NormPeer['gr'] = null;
+    if (p.gracefulRestart === false) gr = null;
+    else if (typeof p.gracefulRestart === 'object') gr = { restartTime: p.gracefulRestart.restartTime };
+    else if (p.gracefulRestart === true) gr = { restartTime: global ? global.restartTime : 120 };
+    else gr = global ? { restartTime: global.restartTime } : null;
+    const holdTime = p.holdTime ?? 90;
+    if (holdTime !== 0 && (holdTime < 3 || holdTime > 65535)) throw new Error(`peer ${address}: hold time ${holdTime} must be 0 or 3..65535`);
+    // Validate the lists now, so a bad config fails at construction, not at the first route.
+    compilePrefixList(p.import);
+    compilePrefixList(p.export);
+    const listenAddr = cfg.listen && cfg.listen.address !== '0.0.0.0' && cfg.listen.address !== '::' ? cfg.listen.address : undefined;
+    return {
+      key: address,
+      address,
+      ip,
+      asn: p.asn,
+      port: p.port ?? 179,
+      families: p.families && p.families.length > 0 ? [...p.families] : [ip.family === 4 ? 'ipv4' : 'ipv6'],
+      holdTime,
+      passive: p.passive === true,
+      gr,
+      importRules: p.import,
+      exportRules: p.export,
+      localAddress: p.localAddress ?? listenAddr,
+      connectRetry: p.connectRetry ?? 5,
+      connectRetryMax: p.connectRetryMax ?? 120,
+      idleHold: p.idleHold ?? 1,
+      delayOpen: p.delayOpen ?? 0,
+      nextHop: { ...p.nextHop },
+      nextHopSelf: p.nextHopSelf === true,
+    };
+  }
+
+  private localPeerInfo(): PeerInfo {
+    return { type: 'local', routerId: this.routerId, address: null, asn: this.cfg.asn };
+  }
+
+  private newSession(p: PeerState, secondary: boolean): Session {
+    const c = p.cfg;
+    const s = new Session({
+      peerAddress: c.address,
+      peerPort: c.port,
+      peerAs: c.asn,
+      localAs: this.cfg.asn,
+      routerId: this.routerId,
+      localAddress: c.localAddress,
+      families: c.families,
+      // F bit always: the routes we announce are the node's own, and forwarding to them survives our restart.
+      gracefulRestart: c.gr ? { restartTime: c.gr.restartTime, restarting: p.restarting, forwarding: true } : null,
+      fsm: {
+        holdTime: c.holdTime,
+        connectRetryTime: c.connectRetry,
+        connectRetryMax: c.connectRetryMax,
+        idleHoldTime: c.idleHold,
+        delayOpenTime: c.delayOpen,
+        passive: c.passive || secondary,
+        autoRestart: !secondary,
+        random: this.random,
+      },
+      logger: this.log,
+      name: `peer ${c.address}`,
+    });
+    this.sessions.add(s);
+    s.onOpen = (sess, open) => this.collision(p, sess, open);
+    s.on('state', (from, to) => this.onState(p, s, from, to));
+    s.on('established', () => this.onEstablished(p, s));
+    s.on('down', (info) => this.onDown(p, s, info));
+    s.on('update', (m, action) => this.onUpdate(p, s, m, action));
+    s.on('routeRefresh', (family, subtype) => this.onRouteRefresh(p, s, family, subtype));
+    return s;
+  }
+
+  private startPeer(p: PeerState): void {
+    p.type = p.cfg.asn === this.cfg.asn ? 'ibgp' : 'ebgp';
+    p.session = this.newSession(p, false);
+    p.session.start(p.cfg.passive);
+    this.emitStatus(p);
+  }
+
+  private stopPeer(p: PeerState, subcode: number): void {
+    for (const s of [p.session, p.incoming]) {
+      if (!s) continue;
+      s.stop({ code: ErrorCode.CEASE, subcode });
+      this.forgetLater(s);
+    }
+    this.clearGrTimer(p);
+    p.session = p.incoming = p.established = null;
+    p.queue = [];
+  }
+
+  /** Drop a session object once its socket has closed. */
+  private forgetLater(s: Session): void {
+    void s.whenClosed().then(() => this.forget(s));
+  }
+
+  private forget(s: Session): void {
+    s.abort();
+    s.removeAllListeners();
+    s.onOpen = null;
+    this.sessions.delete(s);
+  }
+
+  private onState(p: PeerState, s: Session, _from: SessionStateName, to: SessionStateName): void {
+    if (s === p.incoming && (to === 'Idle' || to === 'Active' || to === 'Connect')) {
+      // A losing or failed second connection: nothing more to do with it.
+      p.incoming = null;
+      this.forgetLater(s);
+      return;
+    }
+    if (s === p.session) this.emitStatus(p);
+  }
+
+  // ---- listener -----------------------------------------------------------------------------------------------
+
+  private listen(l: { address: string; port: number }): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const server = net.createServer((sock) => this.onConnection(sock));
+      server.once('error', reject);
+      server.listen({ host: l.address, port: l.port }, () => {
+        server.off('error', reject);
+        server.on('error', (e) => this.log.error(`listener: ${e.message}`));
+        this.server = server;
+        this.log.info(`listening on ${l.address} port ${(server.address() as net.AddressInfo).port}`);
+        resolve();
+      });
+    });
+  }
+
+  private closeServer(): Promise<void> {
+    const srv = this.server;
+    this.server = null;
+    if (!srv) return Promise.resolve();
+    return new Promise((resolve) => srv.close(() => resolve()));
+  }
+
+  private onConnection(sock: net.Socket): void {
+    const remote = sock.remoteAddress ? stripMapped(sock.remoteAddress) : '';
+    let key: string;
+    try {
+      key = peerSourceName(remote);
+    } catch {
+      sock.destroy();
+      return;
+    }
+    const p = this.peerMap.get(key);
+    const s = p?.session;
+    if (!p || !s || !this.running) {
+      // RFC 4486: a connection we will not use gets Cease/Connection Rejected.
+      this.log.info(`connection from ${remote} rejected: ${p ? 'peer not running' : 'not a configured peer'}`);
+      rejectSocket(sock);
+      return;
+    }
+    const st = s.state;
+    if (st === 'Idle') {
+      if (!s.fsm.enabled || s.fsm.damped || !s.fsm.isRunning('IdleHold')) {
+        this.log.info(`connection from ${remote} rejected: peer is ${s.fsm.damped ? 'damped' : 'stopped'}`);
+        rejectSocket(sock);
+        return;
+      }
+    }
+    if (st === 'Idle' || st === 'Connect' || st === 'Active') {
+      s.accept(sock);
+      return;
+    }
+    // The session is already on a connection (OpenSent, OpenConfirm, Established): run the new one in its own
+    // FSM until its OPEN tells us which one to keep (collision detection), or that the peer restarted.
+    if (p.incoming) {
+      const old = p.incoming;
+      p.incoming = null;
+      old.stop({ code: ErrorCode.CEASE, subcode: CeaseSubcode.CONNECTION_COLLISION });
+      this.forgetLater(old);
+    }
+    const second = this.newSession(p, true);
+    p.incoming = second;
+    second.start(true);
+    second.accept(sock);
+  }
+
+  /**
+   * RFC 4271 6.8 collision detection, at the OPEN of connection `s`. Returns false to dump `s`; may dump the other
+   * connection instead. RFC 4724 4.2: an OPEN from a peer whose previous session is still Established means the peer
+   * restarted: the old session goes as if its TCP had failed (its routes become stale when GR was negotiated).
+   */
+  private collision(p: PeerState, s: Session, open: OpenMessage): boolean {
+    const other = s === p.session ? p.incoming : p.session;
+    if (!other || other.state === 'Idle' || other.state === 'Connect' || other.state === 'Active') return true;
+    if (other.state === 'Established') {
+      if (open.capabilities.some((c) => c.kind === 'graceful-restart') && p.peerGr) {
+        this.log.info(`peer ${p.cfg.address}: new OPEN while Established: the peer restarted (graceful restart)`);
+        other.dispatch({ type: 'TcpConnectionFails', reason: 'peer restarted (new connection while Established)' });
+        return true;
+      }
+      this.log.info(`peer ${p.cfg.address}: collision with the Established session: new connection closed`);
+      return false;
+    }
+    if (s.incoming === other.incoming) return false; // same direction twice: keep the older one
+    // The connection initiated by the side with the higher BGP Identifier survives (RFC 6286 2.3: on equal
+    // identifiers, the higher AS number).
+    const peerId = open.bgpId >>> 0;
+    const localWins = this.routerId !== peerId ? this.routerId > peerId : this.cfg.asn > p.cfg.asn;
+    const keep = localWins ? (s.incoming ? other : s) : (s.incoming ? s : other);
+    this.log.info(`peer ${p.cfg.address}: connection collision, keeping the ${keep.incoming ? 'incoming' : 'outgoing'} connection`);
+    if (keep === s) {
+      other.dispatch({ type: 'OpenCollisionDump' });
+      return true;
+    }
+    return false;
+  }
+
+  // ---- session events -----------------------------------------------------------------------------------------
+
+  private onEstablished(p: PeerState, s: Session): void {
+    if (s === p.incoming) {
+      // The second connection won: it becomes the peer's session, with the peer's restart behaviour.
+      const old = p.session;
+      p.incoming = null;
+      p.session = s;
+      s.fsm.cfg = { ...s.fsm.cfg, autoRestart: true, passive: p.cfg.passive };
+      if (old && old !== s) {
+        old.abort();
+        this.forget(old);
+      }
+    }
+    if (s !== p.session) return;
+    const neg = s.negotiated!;
+    p.established = s;
+    p.queue = [];
+    p.waitingDrain = false;
+    p.eorReceived.clear();
+    p.warnedNoNextHop.clear();
+    p.resetExportCache();
+    // Our R bit is for the first session after our restart only.
+    if (p.restarting) {
+      p.restarting = false;
+      for (const x of [p.session, p.incoming]) if (x?.cfg.gracefulRestart) x.cfg.gracefulRestart = { ...x.cfg.gracefulRestart, restarting: false };
+    }
+    this.computeNextHops(p, s);
+    const info: PeerInfo = { type: p.type, routerId: s.remoteOpen!.bgpId, address: p.cfg.ip, asn: p.cfg.asn };
+    const known = this.rib.peerInfo(p.source);
+    if (known && (known.routerId !== info.routerId || known.type !== info.type || known.asn !== info.asn)) {
+      // Routes held under the old identity (stale from a restart) cannot be kept under a new one.
+      this.rib.dropSource(p.source);
+      this.endHelping(p);
+    }
+    this.rib.addSource(p.source, info, { importPolicy: this.importPolicy(p) });
+    if (p.helping) {
+      this.clearGrTimer(p);
+      const gr = neg.gracefulRestart;
+      // RFC 4724 4.2: without GR in the new OPEN, or without the F bit for a family, stale routes go at once.
+      if (!gr || neg.families.some((f) => !gr.forwarding.includes(f))) {
+        this.log.info(`peer ${p.cfg.address}: back without preserved forwarding state: stale routes removed`);
+        this.sweep(p);
+      } else {
+        p.grTimer = setTimeout(() => {
+          p.grTimer = null;
+          this.log.warn(`peer ${p.cfg.address}: no End-of-RIB within ${STALE_PATH_TIME}s: stale routes removed`);
+          this.sweep(p);
+        }, STALE_PATH_TIME * 1000);
+      }
+    }
+    p.peerGr = neg.gracefulRestart;
+    this.rib.clearAdjRibOut(p.source);
+    this.exportAllTo(p);
+    for (const f of neg.families) p.queue.push({ kind: 'eor', family: f });
+    this.pump(p);
+    this.emitStatus(p);
+  }
+
+  private onDown(p: PeerState, s: Session, info: DownInfo): void {
+    if (!info.wasEstablished || s !== p.established) {
+      if (s === p.session) this.emitStatus(p);
+      return;
+    }
+    p.established = null;
+    p.queue = [];
+    this.rib.clearAdjRibOut(p.source);
+    const gr = p.peerGr;
+    if (gr && info.notification === null && gr.restartTime > 0 && this.running) {
+      // RFC 4724 4.2 helper: keep the peer's routes, marked stale, until it returns or the restart time passes.
+      const n = this.rib.markStale(p.source);
+      p.helping = true;
+      this.log.info(`peer ${p.cfg.address}: down (${info.reason}); graceful restart: keeping ${n} routes as stale for up to ${gr.restartTime}s`);
+      this.clearGrTimer(p);
+      p.grTimer = setTimeout(() => {
+        p.grTimer = null;
+        this.log.warn(`peer ${p.cfg.address}: did not come back within its restart time: stale routes removed`);
+        this.sweep(p);
+      }, gr.restartTime * 1000);
+    } else {
+      this.log.info(`peer ${p.cfg.address}: down (${info.reason})`);
+      if (this.rib.sourceNames().includes(p.source)) this.rib.dropSource(p.source);
+      this.endHelping(p);
+    }
+    this.scheduleFlush();
+    this.emitStatus(p);
+  }
+
+  private sweep(p: PeerState): void {
+    if (this.rib.sourceNames().includes(p.source)) {
+      const n = this.rib.sweepStale(p.source);
+      if (n > 0) this.log.info(`peer ${p.cfg.address}: ${n} stale routes removed`);
+    }
+    this.endHelping(p);
+    this.scheduleFlush();
+  }
+
+  private endHelping(p: PeerState): void {
+    p.helping = false;
+    this.clearGrTimer(p);
+  }
+
+  private clearGrTimer(p: PeerState): void {
+    if (p.grTimer) clearTimeout(p.grTimer);
+    p.grTimer = null;
+  }
+
+  private onUpdate(p: PeerState, s: Session, m: UpdateMessage, action: string): void {
+    if (s !== p.established) return;
+    const src = p.source;
+    const fams = s.negotiated!.families;
+    const v4 = fams.includes('ipv4');
+    const eor = endOfRib(m);
+    if (eor) {
+      const f = familyOfAfi(eor.afi, eor.safi);
+      if (f) this.onEndOfRib(p, f);
+      return;
+    }
+    const rib = this.rib;
+    const withdrawAll = (list: PrefixList | undefined, ok: boolean) => {
+      if (!list || !ok) return;
+      for (let i = 0; i < list.count; i++) rib.withdraw(src, list.prefix(i));
+    };
+    withdrawAll(m.withdrawn, v4);
+    if (m.mpUnreach) withdrawAll(m.mpUnreach.withdrawn, familyOk(m.mpUnreach.afi, m.mpUnreach.safi, fams));
+    if (action === 'treat-as-withdraw' || m.attrs === null) {
+      // RFC 7606 2: every prefix the UPDATE carries is withdrawn.
+      withdrawAll(m.nlri, v4);
+      if (m.mpReach) withdrawAll(m.mpReach.nlri, familyOk(m.mpReach.afi, m.mpReach.safi, fams));
+    } else {
+      const attrs = m.attrs;
+      if (v4) for (let i = 0; i < m.nlri.count; i++) rib.update(src, m.nlri.prefix(i), attrs);
+      const mp = m.mpReach;
+      if (mp && mp.nlri.count > 0 && familyOk(mp.afi, mp.safi, fams)) {
+        // attrs.nextHop is the classic NEXT_HOP when the UPDATE also has classic NLRI.
+        const a = m.nlri.count > 0 ? withAttrs(attrs, { nextHop: mp.nextHop, nextHopLinkLocal: mp.nextHopLinkLocal }) : attrs;
+        for (let i = 0; i < mp.nlri.count; i++) rib.update(src, mp.nlri.prefix(i), a);
+      }
+    }
+    this.scheduleFlush();
+  }
+
+  private onEndOfRib(p: PeerState, f: AddressFamily): void {
+    p.eorReceived.add(f);
+    this.log.debug(`peer ${p.cfg.address}: End-of-RIB ${f}`);
+    const fams = p.established?.negotiated?.families ?? [];
+    if (p.helping && fams.every((x) => p.eorReceived.has(x))) {
+      this.log.info(`peer ${p.cfg.address}: End-of-RIB after restart: removing routes it did not re-send`);
+      this.sweep(p);
+    }
+    this.emitStatus(p);
+  }
+
+  private onRouteRefresh(p: PeerState, s: Session, family: AddressFamily, subtype: number): void {
+    if (s !== p.established || subtype !== 0) return;
+    // RFC 2918: re-send the whole Adj-RIB-Out of the family.
+    const groups = new Map<PathAttrs, Prefix[]>();
+    for (const { prefix, attrs } of this.rib.adjRibOut(p.source).entries()) {
+      if ((prefix.family === 4 ? 'ipv4' : 'ipv6') !== family) continue;
+      const l = groups.get(attrs);
+      if (l) l.push(prefix);
+      else groups.set(attrs, [prefix]);
+    }
+    this.log.info(`peer ${p.cfg.address}: route refresh ${family}: re-sending ${[...groups.values()].reduce((n, l) => n + l.length, 0)} routes`);
+    for (const [attrs, prefixes] of groups) p.queue.push({ kind: 'announce', attrs, prefixes, pos: 0 });
+    this.pump(p);
+  }
+
+  // ---- import -------------------------------------------------------------------------------------------------
+
+  private importPolicy(p: PeerState): ImportPolicy {
+    const localAs = this.cfg.asn;
+    const routerId = this.routerId;
+    return (prefix, attrs) => {
+      let loop = p.loopCache.get(attrs);
+      if (loop === undefined) {
+        // Own AS in the path (RFC 4271 9.1.2), or our own reflected route (RFC 4456 8).
+        loop = attrs.asPath.some((seg) => seg.asns.includes(localAs)) || attrs.originatorId === routerId;
+        p.loopCache.set(attrs, loop);
+      }
+      if (loop) return null;
+      if (p.importFilter && !p.importFilter.accepts(prefix)) return null;
+      return attrs;
+    };
+  }
+
+  // ---- export -------------------------------------------------------------------------------------------------
+
+  private onRibChanges(batch: readonly RibChange[]): void {
+    for (const p of this.peerMap.values()) {
+      if (!p.established) continue;
+      this.enqueue(p, this.rib.exportChanges(p.source, batch, this.exportPolicy(p)));
+      this.pump(p);
+    }
+  }
+
+  private exportAllTo(p: PeerState): void {
+    this.enqueue(p, this.rib.exportAll(p.source, this.exportPolicy(p)));
+    this.pump(p);
+  }
+
+  private enqueue(p: PeerState, u: ExportUpdate): void {
+    if (u.withdraw.length > 0) p.queue.push({ kind: 'withdraw', prefixes: u.withdraw, pos: 0 });
+    for (const [attrs, prefixes] of u.announce) p.queue.push({ kind: 'announce', attrs, prefixes, pos: 0 });
+  }
+
+  private exportPolicy(p: PeerState): ExportPolicy {
+    const localAs = this.cfg.asn;
+    const fams = p.established?.negotiated?.families ?? [];
+    const v4 = fams.includes('ipv4');
+    const v6 = fams.includes('ipv6');
+    return (prefix, best) => {
+      if (prefix.family === 4 ? !v4 : !v6) return null;
+      // Never back to where it came from.
+      if (best.source === p.source) return null;
+      if (p.exportFilter && !p.exportFilter.accepts(prefix)) return null;
+      const from = best.peer.type;
+      // No route reflection: iBGP-learned routes do not go to iBGP peers (RFC 4271 9.1.1 / 9.2).
+      if (from === 'ibgp' && p.type === 'ibgp') return null;
+      const cache = p.exportCache[prefix.family === 4 ? 0 : 1][from];
+      const cached = cache.get(best.attrs);
+      if (cached !== undefined) return cached;
+      const out = this.rewrite(p, prefix.family, from, best.attrs, localAs);
+      cache.set(best.attrs, out);
+      return out;
+    };
+  }
+
+  /** The attributes sent to peer `p` for a route with source attributes `a` learned from a `from` source. */
+  private rewrite(p: PeerState, family: 4 | 6, from: 'local' | 'ibgp' | 'ebgp', a: PathAttrs, localAs: number): PathAttrs | null {
+    const selfNh = family === 4 ? p.nh4 : p.nh6;
+    const selfLl = family === 6 ? p.nh6ll : null;
+    const useSelf = p.type === 'ebgp' || from === 'local' || p.cfg.nextHopSelf || a.nextHop === null || a.nextHop.family !== family;
+    if (useSelf && selfNh === null) {
+      const f: AddressFamily = family === 4 ? 'ipv4' : 'ipv6';
+      if (!p.warnedNoNextHop.has(f)) {
+        p.warnedNoNextHop.add(f);
+        this.log.warn(`peer ${p.cfg.address}: no ${f} next hop of ours on this session (set nextHop.${f}): ${f} routes not sent`);
+      }
+      return null;
+    }
+    if (p.type === 'ebgp') {
+      return withAttrs(a, {
+        asPath: [asSequence(localAs), ...a.asPath],
+        nextHop: selfNh,
+        nextHopLinkLocal: selfLl,
+        localPref: undefined,
+        // MED is about the links into the AS that set it: only our own routes' MED leaves the AS (RFC 4271 5.1.4).
+        med: from === 'local' ? a.med : undefined,
+        originatorId: undefined,
+        clusterList: [],
+      });
+    }
+    return withAttrs(a, {
+      localPref: a.localPref ?? DEFAULT_LOCAL_PREF,
+      nextHop: useSelf ? selfNh : a.nextHop,
+      nextHopLinkLocal: useSelf ? selfLl : a.nextHopLinkLocal,
+    });
+  }
+
+  private computeNextHops(p: PeerState, s: Session): void {
+    const nh = p.cfg.nextHop;
+    const local = s.localIP();
+    p.nh4 = nh.ipv4 ? parseIP(nh.ipv4) : local?.family === 4 ? local : null;
+    p.nh6ll = nh.ipv6LinkLocal ? parseIP(nh.ipv6LinkLocal) : null;
+    if (nh.ipv6) p.nh6 = parseIP(nh.ipv6);
+    else if (local?.family === 6) {
+      p.nh6 = local;
+      if (!p.nh6ll && s.localAddress) p.nh6ll = linkLocalFor(s.localAddress, p.cfg.ip);
+      if (p.nh6ll && isLinkLocal(local)) p.nh6ll = null;
+    } else if (local?.family === 4) {
+      // IPv6 routes over an IPv4 session: the IPv4-mapped address, as BIRD and FRR do.
+      p.nh6 = new IP(6, 0, 0, 0xffff, local.w0);
+    } else p.nh6 = null;
+  }
+
+  // ---- the write pump: UPDATEs are encoded only while the socket takes them --------------------------------------
+
+  private pump(p: PeerState): void {
+    const s = p.established;
+    if (!s || p.waitingDrain) return;
+    const neg = s.negotiated!;
+    const opts = { fourOctetAs: neg.fourOctetAs, extendedMessage: neg.extendedMessage };
+    while (p.queue.length > 0) {
+      if (!s.writable) {
+        p.waitingDrain = true;
+        s.onDrain(() => {
+          p.waitingDrain = false;
+          if (p.established === s) this.pump(p);
+        });
+        return;
+      }
+      const item = p.queue[0];
+      if (item.kind === 'eor') {
+        p.queue.shift();
+        s.sendEndOfRib(item.family);
+        this.log.debug(`peer ${p.cfg.address}: sent End-of-RIB ${item.family}`);
+        continue;
+      }
+      const end = Math.min(item.prefixes.length, item.pos + PUMP_CHUNK);
+      const slice = item.pos === 0 && end === item.prefixes.length ? item.prefixes : item.prefixes.slice(item.pos, end);
+      try {
+        const bufs = item.kind === 'announce' ? encodeUpdates(item.attrs, slice, opts) : encodeWithdrawals(slice, opts);
+        s.sendUpdates(bufs);
+      } catch (e) {
+        // An encoder refusal is a bug or an unrepresentable route; skip it rather than wedge the session.
+        this.log.error(`peer ${p.cfg.address}: cannot encode UPDATE: ${(e as Error).message}`);
+      }
+      item.pos = end;
+      if (item.pos >= item.prefixes.length) p.queue.shift();
+    }
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushQueued) return;
+    this.flushQueued = true;
+    setImmediate(() => {
+      this.flushQueued = false;
+      this.rib.flush();
+    });
+  }
+}
+
+// ---- helpers ------------------------------------------------------------------------------------------------------
+
+type ExportCache = Record<'local' | 'ibgp' | 'ebgp', WeakMap<PathAttrs, PathAttrs | null>>;
+
+function newExportCache(): ExportCache {
+  return { local: new WeakMap(), ibgp: new WeakMap(), ebgp: new WeakMap() };
+}
+
+function familyOk(afi: number, safi: number, fams: readonly AddressFamily[]): boolean {
+  const f = familyOfAfi(afi, safi);
+  return f !== null && fams.includes(f);
+}
+
+function stripMapped(a: string): string {
+  return a.startsWith('::ffff:') && net.isIPv4(a.slice(7)) ? a.slice(7) : a;
+}
+
+function sameListen(a: SpeakerConfig['listen'], b: SpeakerConfig['listen']): boolean {
+  if (a === false || b === false) return a === b;
+  return a.address === b.address && a.port === b.port;
+}
+
+/** Settings that need a new session when they change (everything but the policies). */
+function sameSession(a: NormPeer, b: NormPeer): boolean {
+  const strip = (n: NormPeer) => ({ ...n, ip: undefined, importRules: undefined, exportRules: undefined });
+  return JSON.stringify(strip(a)) === JSON.stringify(strip(b));
+}
+
+function rejectSocket(sock: net.Socket): void {
+  sock.on('error', () => {});
+  sock.end(encodeNotification(ErrorCode.CEASE, CeaseSubcode.CONNECTION_REJECTED));
+  setTimeout(() => sock.destroy(), 2000).unref();
+}
+
+function isLinkLocal(ip: IP): boolean {
+  return ip.family === 6 && ip.w0 >>> 22 === 0x3fa; // fe80::/10
+}
+
+/** Our link-local address on the interface that holds `localAddress`, when `peer` is on that link. */
+function linkLocalFor(localAddress: string, peer: IP): IP | null {
+  for (const addrs of Object.values(os.networkInterfaces())) {
+    if (!addrs) continue;
+    const mine = addrs.find((a) => a.family === 'IPv6' && a.address === localAddress);
+    if (!mine || !mine.cidr) continue;
+    const { ip, len } = parseIPWithLen(mine.cidr);
+    const onLink = isLinkLocal(peer) || prefixContainsIP(prefixOf(ip, len), peer);
+    if (!onLink) return null;
+    const ll = addrs.find((a) => a.family === 'IPv6' && a.address.startsWith('fe80'));
+    return ll ? parseIP(ll.address.split('%')[0]) : null;
+  }
+  return null;
 }

@@ -1,0 +1,590 @@
+// The session adapter: one peer's FSM (src/bgp/fsm.ts) driven by a real TCP connection. It owns the socket, the
+// Framer and the codec options; carries out the FSM's actions (connect, send, timers via setTimeout, close);
+// checks the peer's OPEN and negotiates capabilities; turns every decoded message, and every malformed one, into
+// an FSM event (a malformed message gets the codec's exact NOTIFICATION before the close). Routes are not its
+// business: decoded UPDATEs go out as 'update' events to the speaker.
+//
+// Writes are corked within a tick and the socket's own buffer is the only queue here: `writable` tells the
+// speaker whether to produce more UPDATEs, 'drain' when to resume, so a flood never buffers unboundedly.
+import { EventEmitter } from 'node:events';
+import * as net from 'node:net';
+import { IP, parseIP, formatIP } from '../net/ip.ts';
+import {
+  AS_TRANS, Afi, Safi, DecodeScratch, Framer, decodeMessage, encodeKeepalive, encodeNotification, encodeOpen,
+  encodeRouteRefresh, encodeEndOfRib, ErrorCode, OpenSubcode, errorCodeName, errorSubcodeName, shutdownMessage, validateOpen,
+  negotiatedOptions, peerAsOf, encodeCapability, MsgType, type Capability, type DecodeOptions, type DecodeResult,
+  type OpenMessage, type UpdateMessage, type AttrProblem, type NotificationMessage,
+} from './codec/index.ts';
+import { Fsm, timerEvent, type DownInfo, type FsmAction, type FsmConfig, type FsmEvent, type Notif, type State, type TimerName } from './fsm.ts';
+
+export type AddressFamily = 'ipv4' | 'ipv6';
+
+export const FAMILY_AFI: Record<AddressFamily, number> = { ipv4: Afi.IPV4, ipv6: Afi.IPV6 };
+
+export function familyOfAfi(afi: number, safi: number): AddressFamily | null {
+  if (safi !== Safi.UNICAST) return null;
+  return afi === Afi.IPV4 ? 'ipv4' : afi === Afi.IPV6 ? 'ipv6' : null;
+}
+
+export interface NegotiatedCapabilities {
+  /** Families both sides announced (and we are configured for). */
+  families: AddressFamily[];
+  routeRefresh: boolean;
+  fourOctetAs: boolean;
+  extendedMessage: boolean;
+  /** The peer's graceful restart capability, when both sides do graceful restart. */
+  gracefulRestart: {
+    restartTime: number;
+    /** The peer's R bit. */
+    restarting: boolean;
+    /** Families the peer preserves forwarding for (F bit). */
+    forwarding: AddressFamily[];
+  } | null;
+}
+
+export interface SessionLogger {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+export const silentLogger: SessionLogger = { debug() {}, info() {}, warn() {}, error() {} };
+
+export interface SessionConfig {
+  /** The peer's address and TCP port (for connecting), and AS. */
+  peerAddress: string;
+  peerPort: number;
+  peerAs: number;
+  localAs: number;
+  /** Our BGP Identifier as uint32. */
+  routerId: number;
+  /** Source address for our connections. */
+  localAddress?: string;
+  families: AddressFamily[];
+  /** Our graceful restart capability; null = not advertised. */
+  gracefulRestart: { restartTime: number; restarting: boolean; forwarding: boolean } | null;
+  /** FSM settings. */
+  fsm: FsmConfig;
+  logger?: SessionLogger;
+  /** Label for logs. */
+  name?: string;
+}
+
+export interface SessionEvents {
+  state: [from: State, to: State];
+  /** The peer's OPEN passed the checks; collision detection happens in the speaker's `onOpen` hook. */
+  established: [negotiated: NegotiatedCapabilities];
+  update: [msg: UpdateMessage, result: DecodeResult['action'], problems: readonly AttrProblem[]];
+  routeRefresh: [family: AddressFamily, subtype: number];
+  down: [info: DownInfo];
+  drain: [];
+}
+
+/** Socket write buffer above which `writable` turns false (the speaker stops producing UPDATEs). */
+const HIGH_WATER = 256 * 1024;
+/** How long a closing socket may take to flush its last NOTIFICATION before it is destroyed. */
+const CLOSE_GRACE_MS = 2000;
+
+let sessionIds = 0;
+
+export class Session extends EventEmitter<SessionEvents> {
+  readonly id = ++sessionIds;
+  readonly fsm: Fsm;
+  cfg: SessionConfig;
+  private readonly log: SessionLogger;
+  private socket: net.Socket | null = null;
+  /** The socket was accepted (the peer connected to us) rather than connected by us. */
+  incoming = false;
+  private framer = new Framer();
+  private decodeOpts: DecodeOptions = { scratch: new DecodeScratch() };
+  private readonly timers = new Map<TimerName, NodeJS.Timeout>();
+  private corked = false;
+  private processing: UpdateMessage | null = null;
+  private processingAction: DecodeResult['action'] = 'ok';
+  private processingProblems: readonly AttrProblem[] = [];
+  private refreshFamily: AddressFamily | null = null;
+  private refreshSubtype = 0;
+  private dispatching = false;
+  private queued: FsmEvent[] = [];
+  private readonly closing = new Set<net.Socket>();
+
+  localOpen: OpenMessage | null = null;
+  remoteOpen: OpenMessage | null = null;
+  negotiated: NegotiatedCapabilities | null = null;
+  localAddress: string | null = null;
+  remoteAddress: string | null = null;
+  lastError: string | null = null;
+  stateSince = Date.now();
+  establishedAt: number | null = null;
+  readonly counters = {
+    messagesIn: 0, messagesOut: 0, updatesIn: 0, updatesOut: 0, treatAsWithdraw: 0, attributeDiscard: 0,
+  };
+
+  /**
+   * Called with the peer's valid OPEN before the FSM sees it (connection collision detection, RFC 4271 6.8).
+   * Return false to dump this connection (Cease/Connection Collision Resolution).
+   */
+  onOpen: ((s: Session, open: OpenMessage) => boolean) | null = null;
+
+  constructor(cfg: SessionConfig) {
+    super();
+    this.cfg = cfg;
+    this.fsm = new Fsm(cfg.fsm);
+    this.log = cfg.logger ?? silentLogger;
+  }
+
+  get state(): State {
+    return this.fsm.state;
+  }
+
+  get name(): string {
+    return this.cfg.name ?? this.cfg.peerAddress;
+  }
+
+  /** True while the socket's buffer is below the high-water mark (produce more UPDATEs). */
+  get writable(): boolean {
+    const s = this.socket;
+    return s !== null && !s.destroyed && s.writableLength < HIGH_WATER;
+  }
+
+  // ---- control ------------------------------------------------------------------------------------------------
+
+  /** ManualStart (passive: listen only). */
+  start(passive = false): void {
+    this.dispatch(passive || this.cfg.fsm.passive ? { type: 'ManualStart_with_PassiveTcpEstablishment' } : { type: 'ManualStart' });
+  }
+
+  /** ManualStop with a Cease NOTIFICATION (Administrative Shutdown unless given). */
+  stop(notification?: Notif): void {
+    this.dispatch({ type: 'ManualStop', notification });
+  }
+
+  /** Close without NOTIFICATION, as if the process had died (graceful restart tests, non-graceful stop). */
+  abort(): void {
+    for (const t of [...this.timers.keys()]) this.clearTimer(t);
+    const s = this.socket;
+    this.socket = null;
+    if (s) {
+      s.removeAllListeners('data');
+      s.destroy();
+    }
+    this.fsm.enabled = false;
+  }
+
+  /** Feed any FSM event (collision dump, tests). */
+  dispatch(ev: FsmEvent): void {
+    // Actions can cause events (a failed write closes the socket); queue them so each runs to completion.
+    if (this.dispatching) {
+      this.queued.push(ev);
+      return;
+    }
+    this.dispatching = true;
+    try {
+      this.run(this.fsm.handle(ev));
+      while (this.queued.length > 0) this.run(this.fsm.handle(this.queued.shift()!));
+    } finally {
+      this.dispatching = false;
+    }
+  }
+
+  /**
+   * Take an accepted connection. In Idle/Connect/Active it becomes this session's connection (an outgoing attempt
+   * in progress is abandoned); otherwise the FSM ignores it and the caller must deal with it (collision).
+   * Returns false when the FSM refused it (the socket has then been closed).
+   */
+  accept(socket: net.Socket): boolean {
+    if (this.state === 'Connect' || this.state === 'Active' || this.state === 'Idle') {
+      if (this.socket) this.dropSocket(this.socket, false);
+      this.attach(socket, true);
+      this.dispatch({ type: 'TcpConnectionConfirmed' });
+      if (this.socket !== socket) return false;
+      return true;
+    }
+    return false;
+  }
+
+  // ---- sending ------------------------------------------------------------------------------------------------
+
+  /** Send encoded UPDATEs (Established only). Returns `writable` afterwards. */
+  sendUpdates(bufs: readonly Buffer[]): boolean {
+    if (this.state !== 'Established') return false;
+    for (const b of bufs) this.write(b);
+    this.counters.updatesOut += bufs.length;
+    return this.writable;
+  }
+
+  /** End-of-RIB for a family (RFC 4724 2). */
+  sendEndOfRib(family: AddressFamily): void {
+    if (this.state !== 'Established') return;
+    this.write(encodeEndOfRib(FAMILY_AFI[family], Safi.UNICAST));
+  }
+
+  sendRouteRefresh(family: AddressFamily): boolean {
+    if (this.state !== 'Established' || !this.negotiated?.routeRefresh) return false;
+    this.write(encodeRouteRefresh(FAMILY_AFI[family], Safi.UNICAST));
+    return true;
+  }
+
+  private write(b: Buffer): void {
+    const s = this.socket;
+    if (!s || s.destroyed || !s.writable) return;
+    if (!this.corked) {
+      // Batch every message of this tick into as few TCP segments as possible.
+      this.corked = true;
+      s.cork();
+      process.nextTick(() => {
+        this.corked = false;
+        s.uncork();
+      });
+    }
+    this.counters.messagesOut++;
+    s.write(b);
+  }
+
+  // ---- actions ------------------------------------------------------------------------------------------------
+
+  private run(actions: FsmAction[]): void {
+    for (const a of actions) {
+      switch (a.type) {
+        case 'connect': this.connect(); break;
+        case 'disconnect': this.disconnect(); break;
+        case 'sendOpen': this.sendOpen(); break;
+        case 'sendKeepalive': this.write(encodeKeepalive()); break;
+        case 'sendNotification': {
+          const what = `sent NOTIFICATION ${describeNotification(a)}`;
+          this.lastError = what;
+          this.log.warn(`${this.name}: ${what}`);
+          this.write(encodeNotification(a.code, a.subcode, a.data, this.decodeOpts));
+          break;
+        }
+        case 'startTimer': this.setTimer(a.timer, a.seconds); break;
+        case 'stopTimer': this.clearTimer(a.timer); break;
+        case 'established': this.onEstablished(); break;
+        case 'down':
+          if (!a.info.notification && a.info.reason) this.lastError ??= a.info.reason;
+          if (!a.info.notification) this.lastError = a.info.reason;
+          this.establishedAt = null;
+          this.emit('down', a.info);
+          break;
+        case 'deliverUpdate':
+          if (this.processing) this.emit('update', this.processing, this.processingAction, this.processingProblems);
+          break;
+        case 'deliverRouteRefresh':
+          if (this.refreshFamily) this.emit('routeRefresh', this.refreshFamily, this.refreshSubtype);
+          break;
+        case 'state':
+          this.stateSince = Date.now();
+          this.log.debug(`${this.name}: ${a.from} -> ${a.to}`);
+          this.emit('state', a.from, a.to);
+          break;
+      }
+    }
+  }
+
+  private setTimer(t: TimerName, seconds: number): void {
+    this.clearTimer(t);
+    const h = setTimeout(() => {
+      this.timers.delete(t);
+      this.dispatch(timerEvent(t));
+    }, Math.max(0, Math.round(seconds * 1000)));
+    this.timers.set(t, h);
+  }
+
+  private clearTimer(t: TimerName): void {
+    const h = this.timers.get(t);
+    if (h !== undefined) clearTimeout(h);
+    this.timers.delete(t);
+  }
+
+  private connect(): void {
+    if (this.socket) this.dropSocket(this.socket, false);
+    const family = net.isIP(this.cfg.peerAddress);
+    const local = this.cfg.localAddress && net.isIP(this.cfg.localAddress) === family ? this.cfg.localAddress : undefined;
+    const s = net.connect({ host: this.cfg.peerAddress, port: this.cfg.peerPort, localAddress: local });
+    this.attach(s, false);
+    s.once('connect', () => {
+      if (this.socket !== s) return;
+      this.noteAddresses(s);
+      this.dispatch({ type: 'Tcp_CR_Acked' });
+    });
+  }
+
+  private attach(s: net.Socket, incoming: boolean): void {
+    this.socket = s;
+    this.incoming = incoming;
+    this.framer = new Framer();
+    this.decodeOpts = { scratch: this.decodeOpts.scratch };
+    this.localOpen = null;
+    this.remoteOpen = null;
+    this.negotiated = null;
+    s.setNoDelay(true);
+    if (incoming) this.noteAddresses(s);
+    s.on('data', (chunk: Buffer) => {
+      if (this.socket === s) this.onData(chunk);
+    });
+    s.on('error', (err: Error) => {
+      if (this.socket !== s) return;
+      this.lastError = `TCP: ${err.message}`;
+    });
+    s.on('close', () => {
+      if (this.socket !== s) return;
+      this.socket = null;
+      this.dispatch({ type: 'TcpConnectionFails', reason: this.lastError?.startsWith('TCP:') ? this.lastError : 'TCP connection closed by peer' });
+    });
+  }
+
+  private noteAddresses(s: net.Socket): void {
+    this.localAddress = s.localAddress ? stripMapped(s.localAddress) : null;
+    this.remoteAddress = s.remoteAddress ? stripMapped(s.remoteAddress) : null;
+  }
+
+  private disconnect(): void {
+    const s = this.socket;
+    this.socket = null;
+    if (s) this.dropSocket(s, true);
+  }
+
+  /** Resolves when no socket of this session is open or closing. */
+  whenClosed(): Promise<void> {
+    const all = [...this.closing, ...(this.socket ? [this.socket] : [])].filter((s) => !s.closed);
+    return Promise.all(all.map((s) => new Promise<void>((resolve) => s.once('close', () => resolve())))).then(() => undefined);
+  }
+
+  /** Close a socket: flush what was written (a NOTIFICATION), then FIN; destroy if the flush takes too long. */
+  private dropSocket(s: net.Socket, flush: boolean): void {
+    if (this.socket === s) this.socket = null;
+    if (!s.closed) {
+      this.closing.add(s);
+      s.once('close', () => this.closing.delete(s));
+    }
+    s.removeAllListeners('data');
+    if (!flush || s.destroyed || s.connecting) {
+      s.destroy();
+      return;
+    }
+    if (this.corked) s.uncork();
+    s.end();
+    const t = setTimeout(() => s.destroy(), CLOSE_GRACE_MS);
+    t.unref();
+    s.once('close', () => clearTimeout(t));
+    // The peer may never read: don't let an unread NOTIFICATION hold the socket.
+    s.on('error', () => {});
+  }
+
+  private sendOpen(): void {
+    const caps: Capability[] = [];
+    for (const f of this.cfg.families) caps.push({ kind: 'multiprotocol', afi: FAMILY_AFI[f], safi: Safi.UNICAST });
+    caps.push({ kind: 'route-refresh' });
+    caps.push({ kind: 'four-octet-as', asn: this.cfg.localAs });
+    caps.push({ kind: 'extended-message' });
+    const gr = this.cfg.gracefulRestart;
+    if (gr) {
+      caps.push({
+        kind: 'graceful-restart',
+        restarting: gr.restarting,
+        notification: false,
+        restartTime: Math.min(gr.restartTime, 4095),
+        families: this.cfg.families.map((f) => ({ afi: FAMILY_AFI[f], safi: Safi.UNICAST, forwarding: gr.forwarding })),
+      });
+    }
+    const open: OpenMessage = {
+      type: 'open',
+      version: 4,
+      myAs: this.cfg.localAs > 0xffff ? AS_TRANS : this.cfg.localAs,
+      holdTime: this.cfg.fsm.holdTime,
+      bgpId: this.cfg.routerId,
+      capabilities: caps,
+    };
+    this.localOpen = open;
+    this.write(encodeOpen(open));
+  }
+
+  // ---- receiving ----------------------------------------------------------------------------------------------
+
+  private onData(chunk: Buffer): void {
+    const err = this.framer.push(chunk, (frame) => {
+      if (this.socket === null) return;
+      this.onFrame(frame);
+    });
+    if (err && this.socket !== null) {
+      this.log.warn(`${this.name}: bad message header: ${err.reason}`);
+      this.dispatch({ type: 'BGPHeaderErr', notification: err });
+    }
+  }
+
+  private onFrame(frame: Buffer): void {
+    this.counters.messagesIn++;
+    const r = decodeMessage(frame, this.decodeOpts);
+    if (r.action === 'notification') {
+      if (r.internal) this.log.error(`${this.name}: decoder bug: ${r.reason}`);
+      else this.log.warn(`${this.name}: malformed message: ${r.reason}`);
+      if (r.msgType === MsgType.NOTIFICATION) {
+        // Never answer a NOTIFICATION with one (RFC 4271 6.4 spirit): just close.
+        this.lastError = `received malformed NOTIFICATION: ${r.reason}`;
+        this.dispatch({ type: 'NotifMsg' });
+      } else if (r.code === ErrorCode.MESSAGE_HEADER) {
+        this.dispatch({ type: 'BGPHeaderErr', notification: r });
+      } else if (r.msgType === MsgType.OPEN) {
+        this.dispatch({ type: 'BGPOpenMsgErr', notification: r });
+      } else {
+        this.dispatch({ type: 'UpdateMsgErr', notification: r });
+      }
+      return;
+    }
+    const m = r.message;
+    switch (m.type) {
+      case 'open': this.onOpenMessage(m); return;
+      case 'keepalive': this.dispatch({ type: 'KeepAliveMsg' }); return;
+      case 'notification': this.onNotification(m); return;
+      case 'route-refresh': {
+        const fam = familyOfAfi(m.afi, m.safi);
+        // RFC 2918 4: a family that was not negotiated is ignored; RFC 7313: unknown subtypes are ignored.
+        if (this.state === 'Established' && (!fam || !this.negotiated?.families.includes(fam) || m.subtype > 2)) {
+          this.dispatch({ type: 'KeepAliveMsg' });
+          return;
+        }
+        this.refreshFamily = fam;
+        this.refreshSubtype = m.subtype;
+        this.dispatch({ type: 'RouteRefreshMsg' });
+        this.refreshFamily = null;
+        return;
+      }
+      case 'update': {
+        this.counters.updatesIn++;
+        if (r.action !== 'ok') {
+          const problems = r.problems;
+          if (r.action === 'treat-as-withdraw') this.counters.treatAsWithdraw++;
+          else this.counters.attributeDiscard++;
+          this.log.warn(`${this.name}: RFC 7606 ${r.action}: ${problems.map((p) => p.reason).join('; ')}`);
+          this.processingProblems = problems;
+        } else this.processingProblems = [];
+        this.processingAction = r.action;
+        this.processing = m;
+        this.dispatch({ type: 'UpdateMsg' });
+        this.processing = null;
+        return;
+      }
+    }
+  }
+
+  private onNotification(m: NotificationMessage): void {
+    const text = `received NOTIFICATION ${describeNotification(m)}`;
+    this.lastError = text;
+    this.log.warn(`${this.name}: ${text}`);
+    const n: Notif = { code: m.code, subcode: m.subcode, data: m.data };
+    if (m.code === ErrorCode.OPEN && m.subcode === OpenSubcode.UNSUPPORTED_VERSION) this.dispatch({ type: 'NotifMsgVerErr', notification: n });
+    else this.dispatch({ type: 'NotifMsg', notification: n });
+  }
+
+  private onOpenMessage(open: OpenMessage): void {
+    // An OPEN after ours was answered is an FSM error, whatever its content; the FSM says so.
+    if (this.state !== 'OpenSent' && !this.fsm.isRunning('DelayOpen')) {
+      this.dispatch({ type: 'BGPOpen', holdTime: open.holdTime });
+      return;
+    }
+    const internal = this.cfg.peerAs === this.cfg.localAs;
+    const bad = validateOpen(open, { peerAs: this.cfg.peerAs, localBgpId: this.cfg.routerId, internal, minHoldTime: this.cfg.fsm.minHoldTime ?? 3 });
+    if (bad) {
+      this.log.warn(`${this.name}: OPEN refused: ${bad.reason}`);
+      this.dispatch({ type: 'BGPOpenMsgErr', notification: withPeerAsData(bad, open) });
+      return;
+    }
+    const peerFamilies = open.capabilities.filter((c) => c.kind === 'multiprotocol');
+    // RFC 4760 8: no multiprotocol capability at all means IPv4 unicast only.
+    const theirs = peerFamilies.length === 0 ? ['ipv4'] : peerFamilies.map((c) => familyOfAfi(c.afi, c.safi)).filter((f) => f !== null);
+    const families = this.cfg.families.filter((f) => theirs.includes(f));
+    if (families.length === 0) {
+      // RFC 5492 5: nothing in common; the data lists the capabilities we need.
+      const data = concat(this.cfg.families.map((f) => encodeCapability({ kind: 'multiprotocol', afi: FAMILY_AFI[f], safi: Safi.UNICAST })));
+      this.log.warn(`${this.name}: OPEN refused: no common address family`);
+      this.dispatch({ type: 'BGPOpenMsgErr', notification: { code: ErrorCode.OPEN, subcode: OpenSubcode.UNSUPPORTED_CAPABILITY, data } });
+      return;
+    }
+    this.remoteOpen = open;
+    if (this.onOpen && !this.onOpen(this, open)) {
+      this.dispatch({ type: 'OpenCollisionDump' });
+      return;
+    }
+    // Negotiate before the FSM answers (its KEEPALIVE is the same either way, but UPDATEs may follow at once).
+    const local = this.localOpen ?? open;
+    const opts = negotiatedOptions(local, open);
+    this.decodeOpts = { ...this.decodeOpts, ...opts, external: this.cfg.peerAs !== this.cfg.localAs };
+    this.framer.setOptions(opts);
+    const has = (o: OpenMessage, kind: Capability['kind']) => o.capabilities.some((c) => c.kind === kind);
+    const peerGr = open.capabilities.find((c) => c.kind === 'graceful-restart');
+    this.negotiated = {
+      families,
+      routeRefresh: has(local, 'route-refresh') && has(open, 'route-refresh'),
+      fourOctetAs: opts.fourOctetAs,
+      extendedMessage: opts.extendedMessage,
+      gracefulRestart: peerGr && this.cfg.gracefulRestart
+        ? {
+            restartTime: peerGr.restartTime,
+            restarting: peerGr.restarting,
+            forwarding: peerGr.families.filter((f) => f.forwarding).map((f) => familyOfAfi(f.afi, f.safi)).filter((f) => f !== null),
+          }
+        : null,
+    };
+    this.dispatch({ type: 'BGPOpen', holdTime: open.holdTime });
+  }
+
+  private onEstablished(): void {
+    this.establishedAt = Date.now();
+    this.log.info(`${this.name}: session established`, { holdTime: this.fsm.holdTime, families: this.negotiated?.families });
+    this.emit('established', this.negotiated!);
+  }
+
+  // ---- introspection ------------------------------------------------------------------------------------------
+
+  /** Wire up a drain listener once per socket (the speaker's export pump). */
+  onDrain(fn: () => void): void {
+    const s = this.socket;
+    if (!s) return;
+    s.once('drain', fn);
+  }
+
+  /** Our local address as an IP, once connected. */
+  localIP(): IP | null {
+    return this.localAddress ? parseIP(this.localAddress) : null;
+  }
+}
+
+function stripMapped(a: string): string {
+  return a.startsWith('::ffff:') && net.isIPv4(a.slice(7)) ? a.slice(7) : a;
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((s, p) => s + p.length, 0));
+  let p = 0;
+  for (const x of parts) {
+    out.set(x, p);
+    p += x.length;
+  }
+  return out;
+}
+
+/** RFC 4271 6.2 leaves Bad Peer AS data empty; we add the AS the peer claimed (2 octets, or 4 when it needs 4). */
+function withPeerAsData(n: Notif & { reason?: string }, open: OpenMessage): Notif {
+  if (n.code !== ErrorCode.OPEN || n.subcode !== OpenSubcode.BAD_PEER_AS || (n.data?.length ?? 0) > 0) return n;
+  const asn = peerAsOf(open);
+  const data = asn > 0xffff ? new Uint8Array([asn >>> 24, (asn >>> 16) & 255, (asn >>> 8) & 255, asn & 255]) : new Uint8Array([asn >>> 8, asn & 255]);
+  return { code: n.code, subcode: n.subcode, data };
+}
+
+export function describeNotification(n: { code: number; subcode: number; data?: Uint8Array }): string {
+  const base = `${errorCodeName(n.code)} / ${errorSubcodeName(n.code, n.subcode)} (${n.code}/${n.subcode})`;
+  const msg = shutdownMessage({ code: n.code, subcode: n.subcode, data: n.data ?? new Uint8Array(0) });
+  return msg ? `${base}: "${msg}"` : base;
+}
+
+/** An IPv4 text as uint32 (router IDs). */
+export function ipv4ToU32(text: string): number {
+  const ip = parseIP(text);
+  if (ip.family !== 4) throw new Error(`${text} is not an IPv4 address`);
+  return ip.w0;
+}
+
+export function u32ToIPv4(n: number): string {
+  return formatIP(new IP(4, n >>> 0));
+}
