@@ -11,7 +11,7 @@ import * as net from 'node:net';
 import { IP, parseIP, formatIP } from '../net/ip.ts';
 import {
   AS_TRANS, Afi, Safi, DecodeScratch, Framer, decodeMessage, encodeKeepalive, encodeNotification, encodeOpen,
-  encodeRouteRefresh, encodeEndOfRib, ErrorCode, OpenSubcode, errorCodeName, errorSubcodeName, shutdownMessage, validateOpen,
+  encodeRouteRefresh, encodeEndOfRib, ErrorCode, HeaderSubcode, OpenSubcode, errorCodeName, errorSubcodeName, shutdownMessage, validateOpen,
   negotiatedOptions, peerAsOf, encodeCapability, MsgType, type Capability, type DecodeOptions, type DecodeResult,
   type OpenMessage, type UpdateMessage, type AttrProblem, type NotificationMessage,
 } from './codec/index.ts';
@@ -409,7 +409,12 @@ export class Session extends EventEmitter<SessionEvents> {
     });
     if (err && this.socket !== null) {
       this.log.warn(`${this.name}: bad message header: ${err.reason}`);
-      this.dispatch({ type: 'BGPHeaderErr', notification: err });
+      // (With a bad marker the type octet means nothing.)
+      if (err.msgType === MsgType.NOTIFICATION && err.subcode !== HeaderSubcode.CONNECTION_NOT_SYNCHRONIZED) {
+        // A broken NOTIFICATION is not answered either: just close.
+        this.lastError = `received malformed NOTIFICATION: ${err.reason}`;
+        this.dispatch({ type: 'NotifMsg' });
+      } else this.dispatch({ type: 'BGPHeaderErr', notification: err });
     }
   }
 
