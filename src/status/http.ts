@@ -1,0 +1,210 @@
+// The JSON status endpoint over node:http: read-only views of the running daemon. Handlers are registered by path
+// (exact, or a prefix ending in "/" for /peers/{addr}), so later parts (metrics, ipam, dataplane) add their own.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { describeAttrs } from '../bgp/codec/json.ts';
+import type { PeerStatus } from '../bgp/speaker.ts';
+import { AddressError, formatIP, formatPrefix, parseIP, parsePrefix, type Family } from '../net/ip.ts';
+import type { Path } from '../rib/bestpath.ts';
+import type { Rib } from '../rib/rib.ts';
+import type { Prefix } from '../net/ip.ts';
+
+/** What the endpoint reads; getters because a config reload may change them. */
+export interface StatusSource {
+  version: string;
+  /** ms since the epoch. */
+  startedAt: number;
+  node(): { name: string; os: string };
+  bgp(): { asn: number; routerId: string } | null;
+  peers(): PeerStatus[];
+  rib(): Rib | null;
+  /** ms since the epoch. Default Date.now. */
+  now?: () => number;
+}
+
+export interface Reply {
+  status?: number;
+  body: unknown;
+  /** Default application/json (body is JSON-encoded); text/* bodies are sent as they are. */
+  contentType?: string;
+}
+
+export type Handler = (url: URL, req: IncomingMessage) => Reply | Promise<Reply>;
+
+export class HttpError extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+  }
+}
+
+/** Most routes /routes returns unless ?limit= says otherwise: a full table as one JSON document is ~200 MB. */
+export const DEFAULT_ROUTE_LIMIT = 10_000;
+
+export class StatusServer {
+  private readonly exact = new Map<string, Handler>();
+  private readonly prefixed: [string, Handler][] = [];
+  private server: Server | null = null;
+
+  constructor(private readonly src: StatusSource) {
+    const now = () => (src.now ?? Date.now)();
+    this.route('/healthz', () => ({ body: 'ok\n', contentType: 'text/plain' }));
+    this.route('/status', () => {
+      const bgp = src.bgp();
+      const peers = src.peers();
+      return {
+        body: {
+          node: src.node().name,
+          os: src.node().os,
+          asn: bgp?.asn ?? null,
+          routerId: bgp?.routerId ?? null,
+          version: src.version,
+          node_version: process.version,
+          startedAt: new Date(src.startedAt).toISOString(),
+          uptime: Math.floor((now() - src.startedAt) / 1000),
+          peers: { configured: peers.length, established: peers.filter((p) => p.state === 'Established').length },
+          routes: src.rib()?.size ?? 0,
+        },
+      };
+    });
+    this.route('/peers', () => ({ body: src.peers() }));
+    this.route('/peers/', (url) => {
+      const text = decodeURIComponent(url.pathname.slice('/peers/'.length));
+      let addr: string;
+      try {
+        addr = formatIP(parseIP(text));
+      } catch {
+        throw new HttpError(400, `not an IP address: ${JSON.stringify(text)}`);
+      }
+      const p = src.peers().find((x) => x.address === addr);
+      if (!p) throw new HttpError(404, `no peer ${addr}`);
+      return { body: p };
+    });
+    this.route('/routes', (url) => ({ body: routes(src.rib(), url.searchParams) }));
+  }
+
+  /** Register a GET handler: an exact path, or all paths under a prefix ending in "/". */
+  route(path: string, handler: Handler): void {
+    if (path.endsWith('/') && path !== '/') this.prefixed.push([path, handler]);
+    else this.exact.set(path, handler);
+  }
+
+  async listen(address: string, port: number): Promise<{ address: string; port: number }> {
+    const server = createServer((req, res) => void this.handle(req, res));
+    // Status requests are short; do not let an idle keep-alive client hold shutdown up.
+    server.keepAliveTimeout = 2000;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, address, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    this.server = server;
+    return this.address()!;
+  }
+
+  address(): { address: string; port: number } | null {
+    const a = this.server?.address() as AddressInfo | null | undefined;
+    return a ? { address: a.address, port: a.port } : null;
+  }
+
+  async close(): Promise<void> {
+    const s = this.server;
+    if (!s) return;
+    this.server = null;
+    await new Promise<void>((resolve) => {
+      s.close(() => resolve());
+      s.closeAllConnections();
+    });
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let reply: Reply;
+    try {
+      const url = new URL(req.url ?? '/', 'http://status');
+      const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
+      const handler = this.exact.get(path) ?? this.prefixed.find(([p]) => path.startsWith(p) && path.length > p.length)?.[1];
+      if (!handler) throw new HttpError(404, `no such endpoint: ${url.pathname} (try /status, /peers, /routes, /healthz)`);
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        res.setHeader('allow', 'GET, HEAD');
+        throw new HttpError(405, `${req.method} not allowed`);
+      }
+      reply = await handler(url, req);
+    } catch (e) {
+      const status = e instanceof HttpError ? e.status : 500;
+      reply = { status, body: { error: e instanceof Error ? e.message : String(e) } };
+    }
+    const type = reply.contentType ?? 'application/json';
+    const body = type === 'application/json' ? JSON.stringify(reply.body, null, 2) + '\n' : String(reply.body);
+    res.writeHead(reply.status ?? 200, { 'content-type': `${type}; charset=utf-8`, 'cache-control': 'no-store' });
+    res.end(req.method === 'HEAD' ? undefined : body);
+  }
+}
+
+// ---- /routes ----------------------------------------------------------------------------------------------------
+
+function describePath(p: Path, best: boolean) {
+  return {
+    source: p.source,
+    peer: p.peer.address ? formatIP(p.peer.address) : null,
+    type: p.peer.type,
+    best,
+    stale: p.stale,
+    attributes: describeAttrs(p.attrs, true),
+  };
+}
+
+function describeRoute(prefix: Prefix, paths: Path[]) {
+  return { prefix: formatPrefix(prefix), paths: paths.map((p, i) => describePath(p, i === 0)) };
+}
+
+/**
+ * ?prefix=P   that prefix with every candidate path (best first); 404 when absent
+ * ?lpm=ADDR   the longest match for an address, best path (and ECMP set)
+ * (neither)   best routes in prefix order, ?family=ipv4|ipv6, ?limit=N (0 = all)
+ */
+function routes(rib: Rib | null, q: URLSearchParams): unknown {
+  const prefixText = q.get('prefix');
+  const lpmText = q.get('lpm');
+  const familyText = q.get('family');
+  if (prefixText !== null && lpmText !== null) throw new HttpError(400, 'give prefix= or lpm=, not both');
+  let family: Family | undefined;
+  if (familyText !== null) {
+    if (familyText !== 'ipv4' && familyText !== 'ipv6') throw new HttpError(400, `family must be ipv4 or ipv6, got ${JSON.stringify(familyText)}`);
+    family = familyText === 'ipv4' ? 4 : 6;
+  }
+  const parse = <T>(fn: () => T): T => {
+    try {
+      return fn();
+    } catch (e) {
+      throw new HttpError(400, e instanceof AddressError ? e.message : String(e));
+    }
+  };
+  if (prefixText !== null) {
+    const p = parse(() => parsePrefix(prefixText));
+    const paths = rib ? rib.paths(p) : [];
+    if (!paths.length) throw new HttpError(404, `no route for ${formatPrefix(p)}`);
+    return describeRoute(p, paths);
+  }
+  if (lpmText !== null) {
+    const ip = parse(() => parseIP(lpmText));
+    const r = rib?.lpm(ip);
+    if (!r) throw new HttpError(404, `no route covers ${formatIP(ip)}`);
+    return { address: formatIP(ip), ...describeRoute(r.prefix, r.multipath.length ? r.multipath : [r.best]) };
+  }
+  const limitText = q.get('limit');
+  const limit = limitText === null ? DEFAULT_ROUTE_LIMIT : Number(limitText);
+  if (!Number.isInteger(limit) || limit < 0) throw new HttpError(400, `limit must be a whole number, got ${JSON.stringify(limitText)}`);
+  const out: unknown[] = [];
+  let truncated = false;
+  if (rib) {
+    for (const r of rib.entries(family)) {
+      if (limit > 0 && out.length === limit) {
+        truncated = true;
+        break;
+      }
+      out.push(describeRoute(r.prefix, r.multipath.length ? r.multipath : [r.best]));
+    }
+  }
+  return { count: out.length, truncated, routes: out };
+}
