@@ -22,6 +22,7 @@ export class ConfigError extends Error {
 
 export const DEFAULT_BGP_PORT = 179;
 export const DEFAULT_HOLD_TIME = 90;
+export const DEFAULT_BGP_LISTEN: ListenAddress = { address: '::', port: DEFAULT_BGP_PORT };
 export const DEFAULT_RESTART_TIME = 120;
 export const DEFAULT_STATUS_LISTEN: ListenAddress = { address: '127.0.0.1', port: 9179 };
 export const DEFAULT_IPC_PATH = process.platform === 'win32' ? '\\\\.\\pipe\\blockspeaker' : '/run/blockspeaker.sock';
@@ -256,8 +257,9 @@ function bgpSection(c: Checker, v: unknown): BgpConfig | undefined {
   const localAs = o.asn == null ? undefined : asn(c, ['bgp', 'asn'], o.asn);
   const routerId = o.routerId == null ? undefined : ipAddress(c, ['bgp', 'routerId'], o.routerId, 4);
   if (routerId === '0.0.0.0') c.fail(['bgp', 'routerId'], 'must not be 0.0.0.0'); // RFC 6286: non-zero
-  const lst = c.opt(o.listen, { address: '0.0.0.0', port: DEFAULT_BGP_PORT } as ListenAddress | false, (x) =>
-    x === false ? false : listen(c, ['bgp', 'listen'], x, { address: '0.0.0.0', port: DEFAULT_BGP_PORT }));
+  // "::" is dual-stack (IPv4-mapped too), so IPv6 peers can connect as well as IPv4 ones.
+  const lst = c.opt(o.listen, { ...DEFAULT_BGP_LISTEN } as ListenAddress | false, (x) =>
+    x === false ? false : listen(c, ['bgp', 'listen'], x, DEFAULT_BGP_LISTEN));
   const gr = c.opt(o.gracefulRestart, { restartTime: DEFAULT_RESTART_TIME } as PeerGracefulRestart | false, (x) =>
     restart(c, ['bgp', 'gracefulRestart'], x, { restartTime: DEFAULT_RESTART_TIME }));
   const peers = c.list(['bgp', 'peers'], o.peers, (p, x) => peer(c, p, x, gr || false));

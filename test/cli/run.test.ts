@@ -96,7 +96,7 @@ t.test('--check prints the config with defaults; a bad config is refused before 
   });
   const ok = await run(['run', '-c', join(dir, 'ok.yaml'), '--check']);
   t.equal(ok.code, 0, ok.err);
-  t.match(ok.out, /bgp:\n  asn: 65001\n  routerId: 10\.0\.0\.1\n  listen:\n    address: 0\.0\.0\.0\n    port: 179\n/);
+  t.match(ok.out, /bgp:\n  asn: 65001\n  routerId: 10\.0\.0\.1\n  listen:\n    address: "::"\n    port: 179\n/);
   const bad = await run(['run', '-c', join(dir, 'bad.yaml'), '--run-dir', dir]);
   t.equal(bad.code, 1);
   t.equal(bad.err, `blockspeaker: bgp.asn: must be 1..4294967295, got 0 (${join(dir, 'bad.yaml')}:2)\n` +

@@ -64,7 +64,7 @@ t.test('the DESIGN.md example parses, with defaults filled in', async (t) => {
 t.test('defaults for a minimal file', async (t) => {
   const c = parseConfig('bgp: { asn: 4200000001, routerId: 192.0.2.1, peers: [{ address: "2001:db8::1", asn: 65001 }] }\n');
   t.equal(c.bgp!.asn, 4200000001, '4-octet ASN');
-  t.same(c.bgp!.listen, { address: '0.0.0.0', port: 179 });
+  t.same(c.bgp!.listen, { address: '::', port: 179 }, 'dual-stack by default');
   t.same(c.bgp!.gracefulRestart, { restartTime: 120 });
   t.same(c.bgp!.peers[0].families, ['ipv6'], 'families default to the address family');
   t.same(c.bgp!.announce, []);
