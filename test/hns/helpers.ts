@@ -1,4 +1,5 @@
 // Shared bits for the HNS tests: configs per mode, op summaries, a manual clock and timer queue.
+import fc from 'fast-check';
 import { type DesiredState, type HnsConfig, type HnsMode, type LocalBlock, type RemoteRoute, buildDesired } from '../../src/hns/desired.ts';
 import type { HnsOp, ModifyNetworkRequest, NetRoute } from '../../src/hns/model.ts';
 import type { Clock, Timers } from '../../src/hns/reconcile.ts';
@@ -89,3 +90,36 @@ export class ManualTime implements Clock, Timers {
     this.t += ms;
   }
 }
+
+// ---- random desired states -------------------------------------------------------------------------------
+
+// Local blocks: per area k (10.0.k.0/24) one of: nothing, a /26, a /27, two /27s; micropool /30s and /32s.
+// Remote blocks: /26s and /32s in 10.0.100.0/22 with one of four next hops.
+const areas = [1, 2, 3, 4, 123, 200];
+const shapes: string[][] = [[], ['/26'], ['/27'], ['/27', '+32/27']];
+const micro = ['10.9.0.4/30', '10.9.0.8/30', '10.9.0.12/30', '10.9.0.64/32', '10.9.0.65/32'];
+const remotesAll = ['10.0.100.0/26', '10.0.100.64/26', '10.0.101.0/26', '10.0.102.7/32', '10.0.102.8/32', '10.0.103.0/26'];
+const hops = ['192.168.1.1', '192.168.1.2', '192.168.1.3', '192.168.1.4'];
+
+export const stateArb = fc.record({
+  shape: fc.array(fc.integer({ min: 0, max: 3 }), { minLength: areas.length, maxLength: areas.length }),
+  micro: fc.subarray(micro),
+  remotes: fc.array(fc.option(fc.integer({ min: 0, max: 3 }), { nil: undefined }), { minLength: remotesAll.length, maxLength: remotesAll.length }),
+  microFlags: fc.boolean(),
+});
+export type StateSpec = typeof stateArb extends fc.Arbitrary<infer T> ? T : never;
+
+export function fromSpec(mode: HnsMode, s: StateSpec): DesiredState {
+  const blocks: (string | { cidr: string; reservation?: { kind: 'none' } | { kind: 'auto' } })[] = [];
+  areas.forEach((k, i) => {
+    for (const sh of shapes[s.shape[i]]) blocks.push(sh === '+32/27' ? `10.0.${k}.32/27` : `10.0.${k}.0${sh}`);
+  });
+  // microFlags: IPAM reports an auto reservation for the micropool's blocks (a flags change for /30s).
+  for (const m of s.micro) blocks.push(s.microFlags ? { cidr: m, reservation: { kind: 'auto' } } : m);
+  const remotes: Record<string, string> = {};
+  s.remotes.forEach((h, i) => {
+    if (h !== undefined) remotes[remotesAll[i]] = hops[h];
+  });
+  return desired(mode, blocks, remotes);
+}
+

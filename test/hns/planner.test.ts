@@ -22,7 +22,7 @@ import {
 import { desiredView, observe, planHns, rsrSig } from '../../src/hns/planner.ts';
 import { subnetSig } from '../../src/hns/desired.ts';
 import { parsePrefix, prefixContainsPrefix } from '../../src/net/ip.ts';
-import { ALIAS, MODES, desired, summary } from './helpers.ts';
+import { ALIAS, MODES, desired, fromSpec, stateArb, summary } from './helpers.ts';
 
 /** Plan, apply to the fake (must succeed), and check the result is exactly the desired state with nothing left. */
 function converge(t: Test, fake: FakeHns, d: DesiredState, what = ''): HnsOp[] {
@@ -234,36 +234,6 @@ t.test('a plan from Get-HnsNetwork JSON without IDs resolves subnets by prefix',
 });
 
 // ---- properties ----------------------------------------------------------------------------------------------
-
-// Local blocks: per area k (10.0.k.0/24) one of: nothing, a /26, a /27, two /27s; micropool /30s and /32s.
-// Remote blocks: /26s and /32s in 10.0.100.0/22 with one of four next hops.
-const areas = [1, 2, 3, 4, 123, 200];
-const shapes: string[][] = [[], ['/26'], ['/27'], ['/27', '+32/27']];
-const micro = ['10.9.0.4/30', '10.9.0.8/30', '10.9.0.12/30', '10.9.0.64/32', '10.9.0.65/32'];
-const remotesAll = ['10.0.100.0/26', '10.0.100.64/26', '10.0.101.0/26', '10.0.102.7/32', '10.0.102.8/32', '10.0.103.0/26'];
-const hops = ['192.168.1.1', '192.168.1.2', '192.168.1.3', '192.168.1.4'];
-
-const stateArb = fc.record({
-  shape: fc.array(fc.integer({ min: 0, max: 3 }), { minLength: areas.length, maxLength: areas.length }),
-  micro: fc.subarray(micro),
-  remotes: fc.array(fc.option(fc.integer({ min: 0, max: 3 }), { nil: undefined }), { minLength: remotesAll.length, maxLength: remotesAll.length }),
-  microFlags: fc.boolean(),
-});
-type StateSpec = typeof stateArb extends fc.Arbitrary<infer T> ? T : never;
-
-function fromSpec(mode: HnsMode, s: StateSpec): DesiredState {
-  const blocks: (string | { cidr: string; reservation?: { kind: 'none' } | { kind: 'auto' } })[] = [];
-  areas.forEach((k, i) => {
-    for (const sh of shapes[s.shape[i]]) blocks.push(sh === '+32/27' ? `10.0.${k}.32/27` : `10.0.${k}.0${sh}`);
-  });
-  // microFlags: IPAM reports an auto reservation for the micropool's blocks (a flags change for /30s).
-  for (const m of s.micro) blocks.push(s.microFlags ? { cidr: m, reservation: { kind: 'auto' } } : m);
-  const remotes: Record<string, string> = {};
-  s.remotes.forEach((h, i) => {
-    if (h !== undefined) remotes[remotesAll[i]] = hops[h];
-  });
-  return desired(mode, blocks, remotes);
-}
 
 /** Foreign objects a real host has: another network, a foreign Subnet, other policies, other routes. */
 function foreignSeed(mode: HnsMode): HnsSnapshot {
