@@ -6,6 +6,7 @@ type Group = { run(argv: string[]): Promise<number> };
 const groups: Record<string, { describe: string; load: () => Promise<Group> }> = {
   ipam: { describe: 'IP pools, blocks, affinities and allocations (--store DIR)', load: () => import('./ipam.ts') },
   rib: { describe: 'routing table tools (lpm)', load: () => import('./rib.ts') },
+  hns: { describe: 'Windows HNS programming: plan operations from actual and desired state', load: () => import('./hns.ts') },
   run: { describe: 'run the node daemon: blockspeaker run -c FILE', load: () => import('./run.ts') },
   bgp: { describe: 'BGP tools (decode: hex messages to JSON)', load: () => import('./bgp.ts') },
 };

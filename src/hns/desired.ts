@@ -158,7 +158,7 @@ function validateConfig(c: HnsConfig): void {
   if (c.mode === 'overlay') {
     if (c.vni === undefined) throw new HnsConfigError('vni: overlay mode needs a VNI (4096..65535)');
     if (!Number.isInteger(c.vni) || c.vni < 4096 || c.vni > 65535) {
-      throw new HnsConfigError(`vni: must be a whole number 4096..65535 (HNS reserves lower VSIDs), got ${c.vni}`);
+      throw new HnsConfigError(`vni: must be a whole number 4096..65535 (Windows overlay VSIDs start at 4096; HCN's IsolationId is 16-bit), got ${c.vni}`);
     }
     if (c.drMac === undefined) throw new HnsConfigError('drMac: overlay mode needs the distributed router MAC');
     if (normalizeMac(c.drMac) === null) throw new HnsConfigError(`drMac: not a MAC address: ${JSON.stringify(c.drMac)}`);
