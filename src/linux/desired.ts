@@ -104,7 +104,8 @@ const LINK_LOCAL6: Prefix = parsePrefix('fe80::/10');
 /** The desired routes in table/protocol of `cfg` (resolved or not). */
 export function desiredRoutes(input: DesiredInput, config: LinuxRouteConfig): DesiredRoutes {
   const cfg = resolveLinuxConfig(config); // cheap, and a resolved config resolves to itself
-  const metricOf = (p: Prefix): number => cfg.metric ?? kernelDefaultMetric(p.family);
+  const m4 = cfg.metric ?? kernelDefaultMetric(4);
+  const m6 = cfg.metric ?? kernelDefaultMetric(6);
   const out = new Map<string, KernelRoute>();
   const own = new Set<string>();
   const skipped: SkippedRoute[] = [];
@@ -114,47 +115,42 @@ export function desiredRoutes(input: DesiredInput, config: LinuxRouteConfig): De
     own.add(k);
     if (b.len === maxLen(b.family) || out.has(k)) continue;
     out.set(k, {
-      dst: b, metric: metricOf(b), kind: 'blackhole', onlink: false, table: cfg.table, protocol: cfg.protocol,
+      dst: b, metric: b.family === 4 ? m4 : m6, kind: 'blackhole', onlink: false, table: cfg.table, protocol: cfg.protocol,
     });
   }
 
   for (const r of input.remote) {
     const k = pkey(r.prefix);
-    const skip = (reason: string): void => void skipped.push({ prefix: r.prefix, nextHop: r.nextHop, reason });
-    if (own.has(k)) {
-      skip('this host owns the block');
-      continue;
-    }
-    if (r.prefix.family === 6 && r.nextHop.family === 4) {
-      skip('an IPv6 route cannot use an IPv4 next hop (the kernel refuses RTA_VIA for IPv6)');
-      continue;
-    }
-    if (cfg.nodeAddresses.some((a) => ipEquals(a, r.nextHop))) {
-      skip('the next hop is this node');
-      continue;
-    }
     const dev = r.dev ?? cfg.dev;
     const onlink = r.onlink ?? cfg.onlink;
-    if (dev !== undefined && !validDevName(dev)) {
-      skip(`bad device name ${JSON.stringify(dev)}`);
-      continue;
-    }
-    if (dev === undefined && r.nextHop.family === 6 && prefixContainsIP(LINK_LOCAL6, r.nextHop)) {
-      skip('a link-local next hop needs a device (set dataplane.dev)');
-      continue;
-    }
-    if (onlink && dev === undefined) {
-      skip('onlink needs a device');
+    // No per-route closure here: tsx wraps every closure it creates in __name, which shows at 100k routes.
+    const reason = own.has(k) ? 'this host owns the block' : remoteProblem(r, dev, onlink, cfg.nodeAddresses);
+    if (reason !== null) {
+      skipped.push({ prefix: r.prefix, nextHop: r.nextHop, reason });
       continue;
     }
     const route: KernelRoute = {
-      dst: r.prefix, metric: metricOf(r.prefix), kind: 'via', via: r.nextHop, onlink, table: cfg.table,
+      dst: r.prefix, metric: r.prefix.family === 4 ? m4 : m6, kind: 'via', via: r.nextHop, onlink, table: cfg.table,
       protocol: cfg.protocol,
     };
     if (dev !== undefined) route.dev = dev;
     out.set(k, route);
   }
   return { routes: [...out.values()], skipped };
+}
+
+/** Why the kernel would refuse a remote route (or we must not install it), or null. */
+function remoteProblem(r: RemoteRoute, dev: string | undefined, onlink: boolean, self: readonly IP[]): string | null {
+  if (r.prefix.family === 6 && r.nextHop.family === 4) {
+    return 'an IPv6 route cannot use an IPv4 next hop (the kernel refuses RTA_VIA for IPv6)';
+  }
+  for (const a of self) if (ipEquals(a, r.nextHop)) return 'the next hop is this node';
+  if (dev !== undefined && !validDevName(dev)) return `bad device name ${JSON.stringify(dev)}`;
+  if (dev === undefined && r.nextHop.family === 6 && prefixContainsIP(LINK_LOCAL6, r.nextHop)) {
+    return 'a link-local next hop needs a device (set dataplane.dev)';
+  }
+  if (onlink && dev === undefined) return 'onlink needs a device';
+  return null;
 }
 
 /** The local blocks of an IPAM route view. Borrowed addresses held here need no route from us (CNI adds them). */

@@ -7,7 +7,7 @@
 //   {"dst":"10.0.4.0/24","via":{"family":"inet6","host":"2001:db8::9"},"dev":"d0",...}    RFC 8950 next hop
 //   {"dst":"fd00:1::/64","gateway":"2001:db8::9","dev":"d0","metric":1024,"flags":["onlink"],"pref":"medium"}
 // "metric" is omitted for IPv4 metric 0; "table" is omitted when the listing was filtered by table.
-import { type Family, type IP, type Prefix, hostPrefix, parseIP, parsePrefix } from '../net/ip.ts';
+import { type Family, IP, Prefix, hostPrefix, parseIP, parsePrefix, wordMask } from '../net/ip.ts';
 import { type KernelRoute, kernelDefaultMetric } from './route.ts';
 
 interface IpJsonRoute {
@@ -42,9 +42,36 @@ function protocolNumber(p: string | number | undefined): number {
   return PROTO_NAMES[p] ?? -1;
 }
 
+// A full table read is ~100k entries: plain dotted quads skip ipaddr.js (most of the parse time); anything else,
+// and anything odd, takes the general path, which also produces the error messages.
+const QUAD = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?:\/(\d{1,2}))?$/;
+
+function fastV4(s: string): { w: number; len: number } | null {
+  const m = QUAD.exec(s);
+  if (!m) return null;
+  const a = +m[1], b = +m[2], c = +m[3], d = +m[4];
+  const len = m[5] === undefined ? 32 : +m[5];
+  if (a > 255 || b > 255 || c > 255 || d > 255 || len > 32) return null;
+  const w = ((a << 24) | (b << 16) | (c << 8) | d) >>> 0;
+  if (((w & wordMask(len, 0)) >>> 0) !== w) return null;
+  return { w, len };
+}
+
 function parseDst(dst: string | undefined, family: Family): Prefix {
   if (dst === undefined || dst === 'default') return parsePrefix(family === 4 ? '0.0.0.0/0' : '::/0');
+  const f = family === 4 ? fastV4(dst) : null;
+  if (f) return new Prefix(4, f.w, 0, 0, 0, f.len);
   return dst.includes('/') ? parsePrefix(dst) : hostPrefix(parseIP(dst));
+}
+
+/** Next hops repeat (a few peers for the whole table): parse each text once per listing. */
+function gatewayParser(): (s: string) => IP {
+  const cache = new Map<string, IP>();
+  return (s) => {
+    let a = cache.get(s);
+    if (!a) cache.set(s, (a = parseIP(s)));
+    return a;
+  };
 }
 
 export interface ParsedRoutes {
@@ -60,9 +87,10 @@ export function parseIpRouteJson(text: string, family: Family, table: number): P
   if (!Array.isArray(data)) throw new Error('ip -j route show: expected a JSON array');
   const routes: KernelRoute[] = [];
   const unparsed: ParsedRoutes['unparsed'] = [];
+  const gw = gatewayParser();
   for (const e of data as IpJsonRoute[]) {
     try {
-      routes.push(parseEntry(e, family, table));
+      routes.push(parseEntry(e, family, table, gw));
     } catch (err) {
       unparsed.push({ entry: e, error: (err as Error).message });
     }
@@ -70,7 +98,7 @@ export function parseIpRouteJson(text: string, family: Family, table: number): P
   return { routes, unparsed };
 }
 
-function parseEntry(e: IpJsonRoute, family: Family, table: number): KernelRoute {
+function parseEntry(e: IpJsonRoute, family: Family, table: number, gw: (s: string) => IP): KernelRoute {
   const dst = parseDst(e.dst, family);
   if (dst.family !== family) throw new Error(`destination ${e.dst} is not IPv${family}`);
   const type = e.type === undefined ? 'unicast' : (TYPE_NAMES[e.type] ?? e.type);
@@ -84,8 +112,8 @@ function parseEntry(e: IpJsonRoute, family: Family, table: number): KernelRoute 
   };
   if (e.dev !== undefined) r.dev = e.dev;
   let via: IP | undefined;
-  if (e.gateway !== undefined) via = parseIP(e.gateway);
-  else if (e.via?.host !== undefined) via = parseIP(e.via.host);
+  if (e.gateway !== undefined) via = gw(e.gateway);
+  else if (e.via?.host !== undefined) via = gw(e.via.host);
   if (type === 'blackhole') r.kind = 'blackhole';
   else if (type !== 'unicast') r.note = type;
   else if (e.nexthops !== undefined) r.note = 'multipath';

@@ -10,7 +10,7 @@
 //  - Deletes carry our protocol, which the kernel matches, so they cannot remove a foreign route.
 //  - Several routes of ours on one key (only possible through `ip route append`) are all deleted and re-added.
 //  - Unchanged routes produce no op; order is deletes, replaces, adds.
-import { type KernelRoute, type Owner, isOurs, routeKey, routeSatisfies } from './route.ts';
+import { type KernelRoute, type Owner, type RouteKey, isOurs, routeKey, routeKeyText, routeSatisfies } from './route.ts';
 
 export type RouteOp =
   | { op: 'add'; route: KernelRoute }
@@ -40,15 +40,17 @@ export class PlanError extends Error {
  * `owner`'s table with its protocol).
  */
 export function planRoutes(actual: Iterable<KernelRoute>, desired: Iterable<KernelRoute>, owner: Owner): RoutePlan {
-  const ours = new Map<string, KernelRoute[]>();
-  const foreign = new Map<string, KernelRoute>();
+  // One route per key is the rule; an array only where `ip route append` stacked several of ours.
+  const ours = new Map<RouteKey, KernelRoute | KernelRoute[]>();
+  const foreign = new Map<RouteKey, KernelRoute>();
   for (const r of actual) {
     if (r.table !== owner.table) continue;
     const k = routeKey(r);
     if (isOurs(r, owner)) {
-      const list = ours.get(k);
-      if (list) list.push(r);
-      else ours.set(k, [r]);
+      const had = ours.get(k);
+      if (had === undefined) ours.set(k, r);
+      else if (Array.isArray(had)) had.push(r);
+      else ours.set(k, [had, r]);
     } else if (!foreign.has(k)) foreign.set(k, r);
   }
 
@@ -56,37 +58,38 @@ export function planRoutes(actual: Iterable<KernelRoute>, desired: Iterable<Kern
   const replaces: RouteOp[] = [];
   const adds: RouteOp[] = [];
   const conflicts: RouteConflict[] = [];
-  const seen = new Set<string>();
-  const handled = new Set<string>(); // keys whose routes of ours the loop below must not delete
+  const handled = new Set<RouteKey>(); // keys whose routes of ours the loop below must not delete
+  const conflicted = new Set<RouteKey>();
   let unchanged = 0;
 
   for (const d of desired) {
     if (!isOurs(d, owner) || d.kind === 'other') {
-      throw new PlanError(`desired route ${routeKey(d)} is not an installable route of table ${owner.table} proto ${owner.protocol}`);
+      throw new PlanError(`desired route ${routeKeyText(d)} is not an installable route of table ${owner.table} proto ${owner.protocol}`);
     }
     const k = routeKey(d);
-    if (seen.has(k)) throw new PlanError(`desired routes hold key ${k} twice`);
-    seen.add(k);
-    const mine = ours.get(k);
-    const holder = foreign.get(k);
+    if (handled.has(k) || conflicted.has(k)) throw new PlanError(`desired routes hold ${routeKeyText(d)} twice`);
+    const holder = foreign.size > 0 ? foreign.get(k) : undefined;
     if (holder) {
       // Ours may sit next to it (appended): left unhandled so it is deleted (safe by protocol; replace is not).
       conflicts.push({ route: d, holder });
+      conflicted.add(k);
       continue;
     }
     handled.add(k);
-    if (!mine) adds.push({ op: 'add', route: d });
-    else if (mine.length === 1) {
-      if (routeSatisfies(mine[0], d)) unchanged++;
-      else replaces.push({ op: 'replace', route: d, was: mine[0] });
+    const mine = ours.get(k);
+    if (mine === undefined) adds.push({ op: 'add', route: d });
+    else if (!Array.isArray(mine)) {
+      if (routeSatisfies(mine, d)) unchanged++;
+      else replaces.push({ op: 'replace', route: d, was: mine });
     } else {
       for (const r of mine) deletes.push({ op: 'delete', route: r });
       adds.push({ op: 'add', route: d });
     }
   }
-  for (const [k, list] of ours) {
+  for (const [k, mine] of ours) {
     if (handled.has(k)) continue;
-    for (const r of list) deletes.push({ op: 'delete', route: r });
+    if (Array.isArray(mine)) for (const r of mine) deletes.push({ op: 'delete', route: r });
+    else deletes.push({ op: 'delete', route: mine });
   }
   return { ops: [...deletes, ...replaces, ...adds], conflicts, unchanged };
 }

@@ -1,6 +1,7 @@
 // Desired Linux routes from IPAM's view and the RIB, the ip -j parser, and the batch line/error formats.
 import t from 'tap';
-import { parseIP, parsePrefix } from '../../src/net/ip.ts';
+import fc from 'fast-check';
+import { formatPrefix, parseIP, parsePrefix, prefixEquals, prefixOf, IP } from '../../src/net/ip.ts';
 import {
   LinuxConfigError, RemoteRoutes, desiredRoutes, followRib, localBlocksFromView, resolveLinuxConfig,
 } from '../../src/linux/desired.ts';
@@ -156,6 +157,15 @@ t.test('ip -N -j route show: every shape we meet', async (t) => {
     '::/0 via fe80::1 dev d0 table 200 proto 9 metric 1024',
   ]);
   t.same(parseIpRouteJson('', 4, 200).routes, [], 'empty output is an empty table');
+  const bad = parseIpRouteJson(JSON.stringify([{ dst: '10.0.0.1/24' }, { dst: '10.0.0.256' }, { dst: '1.2.3.4/33' }]), 4, 200);
+  t.same([bad.routes.length, bad.unparsed.length], [0, 3], 'host bits, bad octets and lengths are refused');
+  // The dotted-quad fast path agrees with the general parser.
+  fc.assert(fc.property(fc.integer({ min: 0, max: 0xffffffff }), fc.integer({ min: 0, max: 32 }), (w, len) => {
+    const p = prefixOf(new IP(4, w >>> 0), len);
+    const text = len === 32 ? formatPrefix(p).slice(0, -3) : formatPrefix(p);
+    const got = parseIpRouteJson(JSON.stringify([{ dst: text, type: 'blackhole' }]), 4, 200).routes[0];
+    return prefixEquals(got.dst, len === 32 ? p : parsePrefix(text));
+  }), { numRuns: 3000 });
   t.throws(() => parseIpRouteJson('{}', 4, 200));
 });
 

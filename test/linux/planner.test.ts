@@ -3,7 +3,7 @@ import t from 'tap';
 import fc from 'fast-check';
 import { parseIP, parsePrefix } from '../../src/net/ip.ts';
 import { type RouteOp, PlanError, countOps, planRoutes } from '../../src/linux/planner.ts';
-import { type KernelRoute, type Owner, routeKey, routeSatisfies } from '../../src/linux/route.ts';
+import { type KernelRoute, type Owner, type RouteKey, routeKey, routeKeyText, routeSatisfies } from '../../src/linux/route.ts';
 
 const OWNER: Owner = { table: 200, protocol: 181 };
 
@@ -95,7 +95,7 @@ function checkConverged(t: Tap, before: KernelRoute[], after: KernelRoute[], des
   t.equal(mine.length, expected.length, 'one route of ours per desired, non-conflicting key');
   for (const d of expected) {
     const got = mine.filter((r) => routeKey(r) === routeKey(d));
-    t.ok(got.length === 1 && routeSatisfies(got[0], d), `desired ${routeKey(d)} in place`);
+    t.ok(got.length === 1 && routeSatisfies(got[0], d), `desired ${routeKeyText(d)} in place`);
   }
 }
 
@@ -142,7 +142,7 @@ t.test('property: no unchanged route is re-sent; ops are minimal', async (t) => 
   fc.assert(
     fc.property(actualArb, desiredArb, (actual, desired) => {
       const plan = planRoutes(actual, desired, OWNER);
-      const oursAt = new Map<string, KernelRoute[]>();
+      const oursAt = new Map<RouteKey, KernelRoute[]>();
       for (const r of actual.filter(ours)) oursAt.set(routeKey(r), [...(oursAt.get(routeKey(r)) ?? []), r]);
       const foreignKeys = new Set(actual.filter((r) => r.table === OWNER.table && !ours(r)).map(routeKey));
       let expectedOps = 0;
@@ -231,8 +231,8 @@ t.test('examples: add, replace, delete, unchanged, order', async (t) => {
     V('10.0.9.0/24', '192.0.2.1'), // held by BIRD
   ];
   const plan = planRoutes(actual, desired, OWNER);
-  t.same(plan.ops.map((o) => `${o.op} ${routeKey(o.route)}`), [
-    'delete 10.0.3.0/26 0', 'replace 10.0.2.0/26 0', 'add 10.0.4.0/26 0',
+  t.same(plan.ops.map((o) => `${o.op} ${routeKeyText(o.route)}`), [
+    'delete 10.0.3.0/26 metric 0', 'replace 10.0.2.0/26 metric 0', 'add 10.0.4.0/26 metric 0',
   ]);
   t.equal(plan.unchanged, 2);
   t.equal(plan.conflicts.length, 1);
