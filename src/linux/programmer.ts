@@ -42,6 +42,51 @@ export interface IpRouteProgrammerOptions extends Owner {
   ip?: string;
   /** For tests: how commands run. */
   runner?: CommandRunner;
+  /**
+   * Manage the policy rules that make a dedicated table (not 254) take effect, at this priority and the next:
+   *   P:   lookup main suppress_prefixlength 0   (main wins, except its default route: pod /32s beat our blackholes)
+   *   P+1: lookup TABLE
+   * both tagged with our protocol, for IPv4 and IPv6. Absent = rules are the operator's business.
+   */
+  rulePriority?: number;
+}
+
+/** One policy rule we own: all sources, one table, optionally suppressing that table's short prefixes. */
+export interface RuleSpec {
+  priority: number;
+  table: number;
+  suppressPrefixlen?: number;
+}
+
+interface IpJsonRule {
+  priority?: number;
+  src?: string;
+  table?: string;
+  suppress_prefixlen?: number;
+  protocol?: string;
+  [k: string]: unknown;
+}
+
+const MAIN_TABLE = 254;
+
+/** The rules that route into a dedicated `table` without letting it shadow more specific routes in main. */
+export function tableRules(table: number, priority: number): RuleSpec[] {
+  return [{ priority, table: MAIN_TABLE, suppressPrefixlen: 0 }, { priority: priority + 1, table }];
+}
+
+const RULE_KEYS = new Set(['priority', 'src', 'table', 'suppress_prefixlen', 'protocol', 'flags']);
+
+function ruleMatches(r: IpJsonRule, s: RuleSpec): boolean {
+  return r.priority === s.priority && r.src === 'all' && r.table === String(s.table)
+    && r.suppress_prefixlen === s.suppressPrefixlen
+    // Any other selector (iif, fwmark, dst, ...) makes it a different rule.
+    && Object.keys(r).every((k) => RULE_KEYS.has(k));
+}
+
+function ruleArgs(s: RuleSpec): string[] {
+  const a = ['pref', String(s.priority), 'lookup', String(s.table)];
+  if (s.suppressPrefixlen !== undefined) a.push('suppress_prefixlength', String(s.suppressPrefixlen));
+  return a;
 }
 
 export interface OpFailure {
@@ -100,9 +145,16 @@ export class IpRouteProgrammer {
   private readonly base: string[];
   private readonly ip: string;
   private readonly run: CommandRunner;
+  private readonly rules: RuleSpec[];
 
   constructor(opts: IpRouteProgrammerOptions) {
     this.owner = { table: opts.table, protocol: opts.protocol };
+    const p = opts.rulePriority;
+    if (p !== undefined && (!Number.isInteger(p) || p < 1 || p > 32764)) {
+      throw new RangeError(`rulePriority ${p}: must be 1..32764 (it and the next go before main at 32766)`);
+    }
+    if (p !== undefined && opts.table === MAIN_TABLE) throw new RangeError('rulePriority needs a table other than main');
+    this.rules = p === undefined ? [] : tableRules(opts.table, p);
     this.base = opts.netns !== undefined ? ['-n', opts.netns] : [];
     this.ip = opts.ip ?? 'ip';
     this.run = opts.runner ?? spawnRunner;
@@ -125,6 +177,51 @@ export class IpRouteProgrammer {
     } catch (err) {
       throw new IpCommandError(`ip ${args.join(' ')}: unreadable output: ${(err as Error).message}`);
     }
+  }
+
+  /** Called before each reconcile: keeps our policy rules in place (when configured). */
+  async prepare(): Promise<void> {
+    if (this.rules.length > 0) await this.ensureRules();
+  }
+
+  /**
+   * Make our policy rules exactly `rules` for both families: add the missing ones, delete rules with our protocol
+   * that are not wanted (an old priority or table). Rules of other protocols are never touched. Returns the changes.
+   */
+  async ensureRules(rules: readonly RuleSpec[] = this.rules): Promise<string[]> {
+    const done: string[] = [];
+    const proto = String(this.owner.protocol);
+    for (const family of [4, 6] as const) {
+      const show = [...this.base, '-N', '-j', `-${family}`, 'rule', 'show'];
+      const r = await this.exec(show);
+      if (r.code !== 0) throw new IpCommandError(`ip ${show.join(' ')}: ${oneLine(r)}`);
+      let have: IpJsonRule[];
+      try {
+        have = JSON.parse(r.stdout.trim() || '[]') as IpJsonRule[];
+      } catch (err) {
+        throw new IpCommandError(`ip ${show.join(' ')}: unreadable output: ${(err as Error).message}`);
+      }
+      const ours = have.filter((x) => x.protocol === proto);
+      for (const x of ours) {
+        if (rules.some((s) => ruleMatches(x, s))) continue;
+        const args = [...this.base, `-${family}`, 'rule', 'del', 'pref', String(x.priority), 'proto', proto];
+        if (x.table !== undefined) args.push('lookup', x.table);
+        await this.must(args);
+        done.push(`del ${args.slice(this.base.length).join(' ')}`);
+      }
+      for (const s of rules) {
+        if (ours.some((x) => ruleMatches(x, s))) continue;
+        const args = [...this.base, `-${family}`, 'rule', 'add', ...ruleArgs(s), 'proto', proto];
+        await this.must(args);
+        done.push(`add ${args.slice(this.base.length).join(' ')}`);
+      }
+    }
+    return done;
+  }
+
+  private async must(args: string[]): Promise<void> {
+    const r = await this.exec(args);
+    if (r.code !== 0) throw new IpCommandError(`ip ${args.join(' ')}: ${oneLine(r)}`);
   }
 
   /** Apply ops in one ip -batch process; per-op failures come back in the result, ip's own failures throw. */

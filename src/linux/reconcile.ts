@@ -21,6 +21,8 @@ export const realTimers: Timers = {
 /** What the loop needs from the adapter (IpRouteProgrammer, or a fake in tests). */
 export interface RouteProgrammerPort {
   readonly owner: Owner;
+  /** Runs first in every reconcile (policy rules); a throw fails the run. */
+  prepare?(): Promise<void>;
   read(): Promise<ReadResult>;
   apply(ops: readonly RouteOp[]): Promise<ApplyResult>;
 }
@@ -202,6 +204,7 @@ export class LinuxReconciler {
       rec.skippedCount = want.skipped.length;
       rec.skipped = want.skipped.slice(0, SAMPLE).map((s) =>
         `${formatPrefix(s.prefix)}${s.nextHop ? ` via ${formatIP(s.nextHop)}` : ''}: ${s.reason}`);
+      await this.programmer.prepare?.();
       const actual = await this.programmer.read();
       rec.unparsedCount = actual.unparsed.length;
       const plan = planRoutes(actual.routes, want.routes, this.programmer.owner);

@@ -226,6 +226,56 @@ function run(): void {
     t.same(ns.routes(TABLE), ['10.3.1.0/26 via 192.0.2.9 dev bs0 proto 181', 'blackhole 10.3.0.0/26 proto 181']);
   });
 
+  t.test('policy rules for a dedicated table: pod routes in main win, our routes beat main\'s default', async (t) => {
+    const ns = createNetns();
+    t.teardown(() => ns.remove());
+    const prog = new IpRouteProgrammer({ table: TABLE, protocol: PROTO, netns: ns.name, rulePriority: 1000 });
+    const sc = new Scenario({ table: TABLE, protocol: PROTO });
+    const loop = new LinuxReconciler({ programmer: prog, desired: sc.desired });
+    ns.ip('route', 'add', 'default', 'via', '192.0.2.254');
+    ns.ip('route', 'add', '10.0.123.5/32', 'dev', 'bs1'); // a pod in our block, as CNI adds it
+    ns.ip('rule', 'add', 'pref', '1000', 'lookup', '123'); // foreign rule at our priority
+    ns.ip('rule', 'add', 'pref', '500', 'lookup', '77', 'proto', String(PROTO)); // ours, stale
+    sc.local = [P('10.0.123.0/26')];
+    sc.via('10.0.1.0/26', '192.0.2.9');
+    const r = await loop.runOnce();
+    t.ok(r.ok, r.error ?? 'ok');
+    const rules = (fam: 4 | 6) => ns.ip(`-${fam}`, 'rule', 'show').split('\n').map((l) => l.trim()).filter(Boolean);
+    t.same(rules(4), [
+      '0:\tfrom all lookup local',
+      '1000:\tfrom all lookup 123',
+      '1000:\tfrom all lookup main suppress_prefixlength 0 proto 181',
+      '1001:\tfrom all lookup 200 proto 181',
+      '32766:\tfrom all lookup main',
+      '32767:\tfrom all lookup default',
+    ], 'ours added, the stale one of ours removed, the foreign one kept');
+    t.same(rules(6), [
+      '0:\tfrom all lookup local',
+      '1000:\tfrom all lookup main suppress_prefixlength 0 proto 181',
+      '1001:\tfrom all lookup 200 proto 181',
+      '32766:\tfrom all lookup main',
+    ]);
+    t.same(await prog.ensureRules(), [], 'idempotent');
+    ns.ip('rule', 'del', 'pref', '1000', 'lookup', '123');
+    const get = (a: string): string => {
+      try {
+        return ns.ip('route', 'get', a).split('\n')[0].trim();
+      } catch (err) {
+        return (err as Error).message.replace(/^.*: /, '');
+      }
+    };
+    t.match(get('10.0.123.5'), /^10\.0\.123\.5 dev bs1 /, 'the pod route in main beats our blackhole');
+    t.match(get('10.0.123.6'), /Invalid argument/, 'a free address in our block is blackholed');
+    t.match(get('10.0.1.1'), /^10\.0\.1\.1 via 192\.0\.2\.9 dev bs0 table 200 /, 'a remote block beats main\'s default');
+    t.match(get('8.8.8.8'), /^8\.8\.8\.8 via 192\.0\.2\.254 /);
+    ns.ip('-6', 'rule', 'del', 'pref', '1001', 'lookup', '200');
+    const again = await loop.runOnce('interval');
+    t.ok(again.ok);
+    t.same(rules(6).filter((l) => l.startsWith('1001:')), ['1001:\tfrom all lookup 200 proto 181'], 'a lost rule is re-added');
+    t.throws(() => new IpRouteProgrammer({ table: 254, protocol: PROTO, rulePriority: 1000 }), /other than main/);
+    t.throws(() => new IpRouteProgrammer({ table: TABLE, protocol: PROTO, rulePriority: 32765 }), RangeError);
+  });
+
   t.test('ip failures (no such namespace) fail the run with the reason, no routes are assumed', async (t) => {
     const prog = new IpRouteProgrammer({ table: TABLE, protocol: PROTO, netns: `bs-linux-${process.pid}-missing` });
     await t.rejects(prog.read(), IpCommandError);
