@@ -20,9 +20,12 @@ export interface CommandResult {
 /** Runs a program with optional stdin; never rejects for a non-zero exit (only when it cannot start). */
 export type CommandRunner = (file: string, args: readonly string[], stdin?: string) => Promise<CommandResult>;
 
+/** A hung ip (a stuck netlink socket) must not stall the loop forever; 100k routes take seconds. */
+const IP_TIMEOUT_MS = 300_000;
+
 export const spawnRunner: CommandRunner = (file, args, stdin) =>
   new Promise((resolve, reject) => {
-    const child = spawn(file, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(file, args, { stdio: ['pipe', 'pipe', 'pipe'], timeout: IP_TIMEOUT_MS });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));
@@ -231,7 +234,8 @@ export class IpRouteProgrammer {
     const args = [...this.base, '-force', '-batch', '-'];
     const r = await this.exec(args, lines.join('\n') + '\n');
     const errors = parseBatchErrors(r.stderr);
-    if (r.code !== 0 && errors.size === 0) throw new IpCommandError(`ip ${args.join(' ')}: ${oneLine(r)}`);
+    // Killed part-way, the lines after the last report are in an unknown state: fail the whole run.
+    if (r.signal !== null || (r.code !== 0 && errors.size === 0)) throw new IpCommandError(`ip ${args.join(' ')}: ${oneLine(r)}`);
     const failed: OpFailure[] = []; // in line order: ip reports failures as it goes
     for (const [n, error] of errors) {
       const i = n - 1;
