@@ -57,9 +57,10 @@ export interface Store {
   txn(compares: Compare[], ops: Op[]): Promise<TxnResult>;
   /**
    * Call `onEvent` for every change to keys under `prefix` after `fromRevision` (exclusive; 0 = from now on).
-   * Events arrive in revision order.
+   * Events arrive in revision order. A watch that cannot go on (its start revision was compacted away) stops
+   * and reports a StoreError to `onError` (stores that can tell at once throw instead).
    */
-  watch(prefix: string, fromRevision: number, onEvent: (events: WatchEvent[]) => void): Watcher;
+  watch(prefix: string, fromRevision: number, onEvent: (events: WatchEvent[]) => void, onError?: (err: StoreError) => void): Watcher;
   /** The current store revision. */
   revision(): Promise<number>;
   close(): Promise<void>;
