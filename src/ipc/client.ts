@@ -1,0 +1,233 @@
+// IpcClient: requests to the daemon's control socket.
+//
+// It speaks net-ipc's wire format (the server is net-ipc) with node:net alone. Why not net-ipc's own Client: the
+// CNI plugin starts once per pod, and loading net-ipc pulls in msgpackr and fast-zlib (~40 ms here); its client also
+// never settles connect() when reconnects are off and the socket is missing, and shares pending requests across
+// instances. This one sends the handshake and the first request in one write, and fails fast with a clear message.
+import net from 'node:net';
+import { DEFAULT_SOCKET, socketEndpoint, type IpcMethods, type Response } from './protocol.ts';
+
+export type IpcErrorCode = 'NOT_RUNNING' | 'PERMISSION' | 'TIMEOUT' | 'CLOSED' | 'PROTOCOL' | 'REMOTE';
+
+/** A failed call. `code` says whether the daemon was unreachable or answered with an error (`remoteCode`). */
+export class IpcError extends Error {
+  override name = 'IpcError';
+  constructor(
+    readonly code: IpcErrorCode,
+    message: string,
+    /** For REMOTE: the daemon's error code (e.g. an IpamError code such as NO_POOL). */
+    readonly remoteCode?: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface IpcClientOptions {
+  /** Give up connecting after this long. Default 2000 ms. */
+  connectTimeoutMs?: number;
+  /** Default per-request timeout. Default 10000 ms. */
+  timeoutMs?: number;
+}
+
+const T_CONNECTION = 0;
+const T_REQUEST = 2;
+const T_RESPONSE = 3;
+const T_END = 6;
+
+/** net-ipc's length tag: base-128 digits, most significant first, the last one with the high bit set. */
+function frame(obj: unknown): Buffer {
+  const body = Buffer.from(JSON.stringify(obj));
+  let size = body.length;
+  const tag = [(size & 127) | 128];
+  while ((size = Math.floor(size / 128)) > 0) tag.push(size & 127);
+  tag.reverse();
+  const out = Buffer.allocUnsafe(tag.length + body.length);
+  for (let i = 0; i < tag.length; i++) out[i] = tag[i]!;
+  body.copy(out, tag.length);
+  return out;
+}
+
+interface Pending {
+  method: string;
+  resolve: (v: unknown) => void;
+  reject: (e: IpcError) => void;
+  timer: NodeJS.Timeout | undefined;
+}
+
+export class IpcClient {
+  readonly endpoint: string;
+  private socket: net.Socket | undefined;
+  private connecting: Promise<void> | undefined;
+  private readonly pending = new Map<string, Pending>();
+  private buf: Buffer = Buffer.alloc(0);
+  private seq = 0;
+  private closedBy: IpcError | undefined;
+  private readonly connectTimeoutMs: number;
+  private readonly timeoutMs: number;
+
+  constructor(
+    readonly path: string = DEFAULT_SOCKET,
+    opts: IpcClientOptions = {},
+  ) {
+    this.endpoint = socketEndpoint(path);
+    this.connectTimeoutMs = opts.connectTimeoutMs ?? 2000;
+    this.timeoutMs = opts.timeoutMs ?? 10_000;
+  }
+
+  /** Connect now (calls connect lazily otherwise). Rejects with NOT_RUNNING, PERMISSION or TIMEOUT. */
+  connect(): Promise<void> {
+    if (this.connecting && this.socket && !this.socket.destroyed) return this.connecting;
+    this.closedBy = undefined;
+    this.buf = Buffer.alloc(0);
+    this.connecting = new Promise<void>((resolve, reject) => {
+      const sock = net.connect({ path: this.endpoint });
+      this.socket = sock;
+      const timer = setTimeout(() => {
+        sock.destroy();
+        reject(new IpcError('TIMEOUT', `blockspeaker daemon at ${this.path} did not accept a connection within ${this.connectTimeoutMs} ms`));
+      }, this.connectTimeoutMs);
+      sock.once('connect', () => {
+        clearTimeout(timer);
+        // Idle sockets do not keep the process alive; a pending request refs it again.
+        if (this.pending.size === 0) sock.unref();
+        resolve();
+      });
+      sock.on('error', (err: NodeJS.ErrnoException) => {
+        clearTimeout(timer);
+        const e = this.describe(err);
+        reject(e);
+        this.fail(e);
+      });
+      sock.on('close', () => this.fail(this.closedBy ?? new IpcError('CLOSED', `blockspeaker daemon at ${this.path} closed the connection`)));
+      sock.on('data', (chunk: Buffer) => this.onData(chunk));
+      // The handshake goes out at once; requests written after it are queued behind it on the socket.
+      sock.write(Buffer.concat([Buffer.from('IPC'), frame({ t: T_CONNECTION, d: { compress: false, messagepack: false, extras: null, id: null } })]));
+    });
+    this.connecting.catch(() => undefined);
+    return this.connecting;
+  }
+
+  /** A typed call. */
+  call<M extends keyof IpcMethods>(method: M, params: IpcMethods[M]['params'], opts: { timeoutMs?: number } = {}): Promise<IpcMethods[M]['result']> {
+    return this.request(method, params, opts) as Promise<IpcMethods[M]['result']>;
+  }
+
+  /** Any named method (the daemon may register more than IpcMethods lists). */
+  async request<T = unknown>(method: string, params: unknown = {}, opts: { timeoutMs?: number } = {}): Promise<T> {
+    if (!this.connecting || !this.socket || this.socket.destroyed) void this.connect();
+    const sock = this.socket!;
+    const nonce = `${process.pid.toString(36)}-${(this.seq++).toString(36)}`;
+    const timeoutMs = opts.timeoutMs ?? this.timeoutMs;
+    const result = new Promise<unknown>((resolve, reject) => {
+      const timer =
+        timeoutMs > 0
+          ? setTimeout(() => {
+              this.pending.delete(nonce);
+              reject(new IpcError('TIMEOUT', `blockspeaker daemon at ${this.path} did not answer ${method} within ${timeoutMs} ms`));
+            }, timeoutMs)
+          : undefined;
+      this.pending.set(nonce, { method, resolve, reject, timer });
+    });
+    result.catch(() => undefined); // a failed connect rejects both; the connect error is the one reported
+    sock.ref();
+    if (!sock.destroyed) sock.write(frame({ t: T_REQUEST, d: { m: method, p: params }, n: nonce }));
+    try {
+      await this.connecting;
+      const res = (await result) as Response;
+      if (!res || typeof res !== 'object' || typeof res.ok !== 'boolean') {
+        throw new IpcError('PROTOCOL', `blockspeaker daemon at ${this.path} sent a malformed answer to ${method}`);
+      }
+      if (!res.ok) throw new IpcError('REMOTE', res.error.message, res.error.code);
+      return res.r as T;
+    } finally {
+      if (this.pending.size === 0 && !sock.destroyed) sock.unref();
+    }
+  }
+
+  /** Close the connection (pending requests fail with CLOSED). */
+  async close(): Promise<void> {
+    const sock = this.socket;
+    if (!sock || sock.destroyed) return;
+    this.closedBy = new IpcError('CLOSED', 'client closed');
+    await new Promise<void>((resolve) => {
+      sock.once('close', () => resolve());
+      sock.end(frame({ t: T_END, d: { m: 'bye', a: false } }));
+      setTimeout(() => sock.destroy(), 200).unref();
+    });
+  }
+
+  private describe(err: NodeJS.ErrnoException): IpcError {
+    switch (err.code) {
+      case 'ENOENT':
+        return new IpcError('NOT_RUNNING', `blockspeaker daemon is not running (no socket at ${this.path})`);
+      case 'ECONNREFUSED':
+        return new IpcError('NOT_RUNNING', `blockspeaker daemon is not running (nothing listens on ${this.path}: a stale socket)`);
+      case 'EACCES':
+      case 'EPERM':
+        return new IpcError('PERMISSION', `permission denied on ${this.path} (the socket is mode 0600: run as the daemon's user, usually root)`);
+      case 'ENOTSOCK':
+        return new IpcError('NOT_RUNNING', `${this.path} is not a socket`);
+      default:
+        return new IpcError('CLOSED', `blockspeaker daemon at ${this.path}: ${err.message}`);
+    }
+  }
+
+  private fail(e: IpcError): void {
+    if (!this.closedBy) this.closedBy = e;
+    for (const [n, p] of this.pending) {
+      if (p.timer) clearTimeout(p.timer);
+      this.pending.delete(n);
+      p.reject(e.code === 'CLOSED' ? new IpcError('CLOSED', `${e.message} before answering ${p.method}`) : e);
+    }
+  }
+
+  private onData(chunk: Buffer): void {
+    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
+    for (;;) {
+      let len = 0;
+      let i = 0;
+      let done = false;
+      for (; i < this.buf.length; i++) {
+        const b = this.buf[i]!;
+        if (b & 128) {
+          len = len * 128 + (b & 127);
+          done = true;
+          i++;
+          break;
+        }
+        len = len * 128 + b;
+      }
+      if (!done || this.buf.length < i + len) return;
+      const body = this.buf.subarray(i, i + len);
+      this.buf = this.buf.subarray(i + len);
+      let msg: { t: number; d?: unknown; n?: string };
+      try {
+        msg = JSON.parse(body.toString('utf8'));
+      } catch {
+        this.socket?.destroy();
+        this.fail(new IpcError('PROTOCOL', `blockspeaker daemon at ${this.path} sent a frame that is not JSON`));
+        return;
+      }
+      if (msg.t === T_RESPONSE && msg.n !== undefined) {
+        const p = this.pending.get(msg.n);
+        if (p) {
+          if (p.timer) clearTimeout(p.timer);
+          this.pending.delete(msg.n);
+          p.resolve(msg.d);
+        }
+      } else if (msg.t === T_END) {
+        this.closedBy = new IpcError('CLOSED', `blockspeaker daemon at ${this.path} closed the connection (${JSON.stringify((msg.d as { m?: unknown })?.m ?? '')})`);
+      }
+    }
+  }
+}
+
+/** One request on a fresh connection, then close: what the CNI plugin and one-shot CLI commands do. */
+export async function ipcRequest<T = unknown>(path: string, method: string, params: unknown = {}, opts: IpcClientOptions = {}): Promise<T> {
+  const c = new IpcClient(path, opts);
+  try {
+    return await c.request<T>(method, params);
+  } finally {
+    void c.close();
+  }
+}

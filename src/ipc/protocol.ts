@@ -1,0 +1,186 @@
+// The control socket's messages: what the CLI and the CNI plugin ask the daemon, and what it answers.
+//
+// Transport: net-ipc's framing over a Unix socket (a named pipe on Windows): "IPC", then frames of
+// varint(length) + JSON {t: type, d: data, n?: nonce}. Every request's data is a Request and every response's data a
+// Response. This file has no runtime imports, so the CNI plugin can load it for nothing.
+
+/** Default socket path (the config's ipc.path). */
+export const DEFAULT_SOCKET = process.platform === 'win32' ? '\\\\.\\pipe\\blockspeaker' : '/run/blockspeaker.sock';
+
+const PIPE_PREFIX = '\\\\.\\pipe\\';
+
+/**
+ * Where a socket path really lives. On Windows a path that is not already a pipe name becomes one the way net-ipc
+ * builds it (leading "/" dropped, "/" -> "-"), so "/run/blockspeaker.sock" names the same pipe for both sides.
+ */
+export function socketEndpoint(path: string, platform: string = process.platform): string {
+  if (platform !== 'win32' || path.startsWith(PIPE_PREFIX)) return path;
+  return PIPE_PREFIX + path.replace(/^\//, '').replace(/\//g, '-');
+}
+
+/** The name to give net-ipc, which adds the pipe prefix itself on Windows. */
+export function netIpcPath(path: string, platform: string = process.platform): string {
+  if (platform !== 'win32') return path;
+  const ep = socketEndpoint(path, platform);
+  return ep.slice(PIPE_PREFIX.length);
+}
+
+export interface Request {
+  /** Method name, e.g. "ipam.assign". */
+  m: string;
+  /** Parameters (an object; {} when there are none). */
+  p?: unknown;
+}
+
+export type Response = { ok: true; r: unknown } | { ok: false; error: { code: string; message: string } };
+
+// ---- IPAM methods -------------------------------------------------------------------------------------------------
+
+export type Family = 4 | 6;
+
+/** How the CNI plugin wants addresses presented to the pod (see src/cni/README section in the report / docs). */
+export interface Addressing {
+  /**
+   * pool: the pod's address carries its pool's prefix length and the gateway is on-link (works with the bridge
+   * plugin's isGateway, also for addresses borrowed from other hosts' blocks).
+   * host: /32 or /128 with a link-scoped route to the gateway (needs a main plugin that applies route scope, CNI 1.1).
+   */
+  prefix?: 'pool' | 'host';
+  /** auto: the node's gateway address in the pod's pool; none: no gateway; or explicit addresses (one per family). */
+  gateway?: 'auto' | 'none' | string[];
+  /** Route the pod's pool through the gateway (two halves, more specific than the on-link pool). Default true. */
+  poolRoutes?: boolean;
+  /** Extra routes; a route without gw goes through the gateway of its family. */
+  routes?: { dst: string; gw?: string }[];
+}
+
+export interface AssignParams {
+  /** The handle is `${containerId}.${ifname}`; or give `handle` directly. */
+  containerId?: string;
+  ifname?: string;
+  handle?: string;
+  /** Default 1 when neither is given. */
+  num4?: number;
+  num6?: number;
+  pools?: string[];
+  attrs?: Record<string, string>;
+  /** Present for CNI callers: the reply then carries `cni` (addresses, gateways and routes for the pod). */
+  addressing?: Addressing;
+}
+
+export interface HeldAddress {
+  ip: string;
+  family: Family;
+  pool: string;
+  poolCidr: string;
+  block: string;
+  /** Prefix length of the block. */
+  prefixLen: number;
+  /** The block is affine to another host (or none): the address was borrowed. */
+  borrowed: boolean;
+}
+
+export interface CniIP {
+  family: Family;
+  /** Address with the prefix length the pod gets, e.g. "10.244.3.5/16". */
+  address: string;
+  gateway?: string;
+}
+
+export interface CniRoute {
+  dst: string;
+  gw?: string;
+  /** Route scope (CNI 1.1); 253 = link. Dropped for older result versions. */
+  scope?: number;
+}
+
+export interface AssignReply {
+  handle: string;
+  /** True when the handle already held every requested address (a retried CNI ADD). */
+  existing: boolean;
+  ips: HeldAddress[];
+  cni?: { ips: CniIP[]; routes: CniRoute[] };
+}
+
+export interface ReleaseParams {
+  handle?: string;
+  handles?: string[];
+}
+
+export interface ReleaseReply {
+  released: string[];
+}
+
+export interface CheckParams {
+  handle: string;
+  /** Addresses expected to be held, with or without "/len". */
+  ips: string[];
+}
+
+export interface CheckReply {
+  ok: boolean;
+  held: string[];
+  /** Expected but not held by the handle. */
+  missing: string[];
+  /** Held by the handle but not expected. */
+  extra: string[];
+}
+
+export interface HandleInfo {
+  handle: string;
+  ips: string[];
+  attrs: Record<string, string>;
+}
+
+export interface HandlesParams {
+  /** Only handles whose attributes include all of these. */
+  attrs?: Record<string, string>;
+}
+
+export interface GatewayParams {
+  /** Pool name or cidr; default: the first pool of the family the node may use. */
+  pool?: string;
+  family?: Family;
+}
+
+export interface AvailableParams {
+  pools?: string[];
+}
+
+export interface Availability {
+  /** Free addresses in this node's own blocks. */
+  free: number;
+  /** A new block can be claimed. */
+  canClaim: boolean;
+  /** Free addresses this node may borrow from other hosts' blocks. */
+  borrowable: number;
+  /** Candidate pools of this family for the node. */
+  pools: string[];
+}
+
+export interface AvailableReply {
+  host: string;
+  v4: Availability;
+  v6: Availability;
+}
+
+export interface StatusReply {
+  pid: number;
+  uptimeSeconds: number;
+  methods: string[];
+  /** Set by the daemon when existing pods may have limited connectivity (CNI STATUS code 51). */
+  limitedConnectivity?: boolean;
+  reason?: string;
+  [key: string]: unknown;
+}
+
+/** Typed methods; anything else goes through IpcClient.request(name, params). */
+export interface IpcMethods {
+  'ipam.assign': { params: AssignParams; result: AssignReply };
+  'ipam.release': { params: ReleaseParams; result: ReleaseReply };
+  'ipam.check': { params: CheckParams; result: CheckReply };
+  'ipam.handles': { params: HandlesParams; result: { handles: HandleInfo[] } };
+  'ipam.gateway': { params: GatewayParams; result: HeldAddress };
+  'ipam.available': { params: AvailableParams; result: AvailableReply };
+  status: { params: Record<string, never>; result: StatusReply };
+}
