@@ -28,6 +28,7 @@ import {
   insideAny,
   normalizeMac,
   readIP,
+  readPrefix,
 } from './model.ts';
 
 export type HnsMode = 'l2bridge' | 'l2tunnel' | 'overlay';
@@ -244,17 +245,20 @@ export function buildDesired(input: DesiredInputs): DesiredState {
   const ownPa = c.providerAddress !== undefined ? configIP(c.providerAddress, 'providerAddress') : undefined;
   const remotes = new Map<string, { p: ParsedPrefix; nh: IP }>();
   const blockPrefixes = blocks.map((b) => b.p.prefix);
+  const ownPaText = ownPa ? formatIP(ownPa) : undefined;
   for (const r of input.remoteRoutes) {
-    const p = typeof r.prefix === 'string' ? configPrefix(r.prefix, 'remote route') : { key: r.prefix.toString(), prefix: r.prefix };
-    const nh = r.nextHop === null || r.nextHop === undefined ? null : typeof r.nextHop === 'string' ? configIP(r.nextHop, `remote route ${p.key} next hop`) : r.nextHop;
-    const skip = (reason: string) => ignored.push({ prefix: p.key, reason });
-    if (!nh) skip('no next hop');
-    else if (!insideAny(p.prefix, owned)) skip('outside the pools and owned prefixes');
-    else if (overlapsSorted(blockPrefixes, p.prefix)) skip('overlaps a local block');
-    else if (ownPa && formatIP(ownPa) === formatIP(nh)) skip('via this node');
-    else if (c.mode !== 'overlay' && nh.family !== p.prefix.family) skip(`next hop ${nh} is not IPv${p.prefix.family}`);
-    else if (nh.w0 === 0 && nh.w1 === 0 && nh.w2 === 0 && nh.w3 === 0) skip('unspecified next hop');
-    else remotes.set(p.key, { p, nh });
+    const p = typeof r.prefix === 'string' ? strictPrefix(r.prefix) : { key: r.prefix.toString(), prefix: r.prefix };
+    const nh = r.nextHop === null || r.nextHop === undefined ? null : typeof r.nextHop === 'string' ? strictIP(r.nextHop, p.key) : r.nextHop;
+    // No closure per route here: tsx wraps every function expression, and this loop runs for every RIB route.
+    let reason: string | null = null;
+    if (!nh) reason = 'no next hop';
+    else if (!insideAny(p.prefix, owned)) reason = 'outside the pools and owned prefixes';
+    else if (overlapsSorted(blockPrefixes, p.prefix)) reason = 'overlaps a local block';
+    else if (ownPaText !== undefined && ownPaText === formatIP(nh)) reason = 'via this node';
+    else if (c.mode !== 'overlay' && nh.family !== p.prefix.family) reason = `next hop ${nh} is not IPv${p.prefix.family}`;
+    else if (nh.w0 === 0 && nh.w1 === 0 && nh.w2 === 0 && nh.w3 === 0) reason = 'unspecified next hop';
+    if (reason !== null) ignored.push({ prefix: p.key, reason });
+    else remotes.set(p.key, { p, nh: nh! });
   }
   const remoteList = [...remotes.values()].sort((a, b) => comparePrefix(a.p.prefix, b.p.prefix));
 
@@ -297,6 +301,17 @@ export function buildDesired(input: DesiredInputs): DesiredState {
     }
   }
   return state;
+}
+
+/** A remote route's prefix: the fast reader when the text is already canonical, else the strict parser's verdict. */
+function strictPrefix(text: string): ParsedPrefix {
+  const p = readPrefix(text);
+  return p && p.key === text ? p : configPrefix(text, 'remote route');
+}
+
+function strictIP(text: string, prefix: string): IP {
+  const a = readIP(text);
+  return a && a.key === text ? a.ip : configIP(text, `remote route ${prefix} next hop`);
 }
 
 /** Whether `p` overlaps any of `sorted` (disjoint, in comparePrefix order): only the neighbours of its slot can. */

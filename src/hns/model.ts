@@ -424,3 +424,44 @@ export async function applySequential(
   }
   return { applied: done };
 }
+
+/**
+ * Judges prefixes read from HNS JSON against the owned ranges, without allocating for the common case (canonical
+ * IPv4 text): plans read tens of thousands of policies and routes and send a handful.
+ */
+export class OwnedPrefixReader {
+  private readonly v4: { w0: number; mask: number; len: number }[] = [];
+  constructor(private readonly owned: readonly Prefix[]) {
+    for (const p of owned) if (p.family === 4) this.v4.push({ w0: p.w0, mask: p.len === 0 ? 0 : (0xffffffff << (32 - p.len)) >>> 0, len: p.len });
+  }
+
+  /** The canonical key of `text` when it is a prefix inside an owned range; null otherwise. */
+  ownedKey(text: unknown): string | null {
+    if (typeof text !== 'string') return null;
+    const v = fastV4(text, true);
+    if (v >= 0) {
+      const len = fastLen;
+      const hostMask = len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
+      const w0 = (v & hostMask) >>> 0;
+      let inside = false;
+      for (const r of this.v4) {
+        if (len >= r.len && ((w0 & r.mask) >>> 0) === r.w0) {
+          inside = true;
+          break;
+        }
+      }
+      if (!inside) return null;
+      return w0 === v ? text : `${w0 >>> 24}.${(w0 >>> 16) & 255}.${(w0 >>> 8) & 255}.${w0 & 255}/${len}`;
+    }
+    if (v === -2) return null;
+    const p = readPrefix(text);
+    return p && insideAny(p.prefix, this.owned) ? p.key : null;
+  }
+}
+
+/** Two address texts name the same address (fast when they are spelled alike). */
+export function sameAddress(a: unknown, b: string): boolean {
+  if (a === b) return true;
+  const x = readIP(a);
+  return x !== null && x.key === (readIP(b)?.key ?? b);
+}

@@ -10,7 +10,7 @@
 //    that would overlap something that stays; the next pass tries again;
 //  - the order is deterministic: by op group, then by prefix.
 import { type Prefix, comparePrefix, prefixContainsIP, prefixesOverlap } from '../net/ip.ts';
-import type { DesiredState, DesiredSubnet } from './desired.ts';
+import type { DesiredPolicy, DesiredState, DesiredSubnet } from './desired.ts';
 import { subnetSig } from './desired.ts';
 import {
   type HnsEndpoint,
@@ -24,6 +24,7 @@ import {
   type ModifyNetworkRequest,
   type NetRoute,
   type ParsedPrefix,
+  OwnedPrefixReader,
   asArray,
   endpointAddresses,
   endpointNetwork,
@@ -32,6 +33,7 @@ import {
   normalizeMac,
   readIP,
   readPrefix,
+  sameAddress,
   sameId,
   subnetsOf,
 } from './model.ts';
@@ -293,16 +295,18 @@ function removeIpSubnetOp(network: string, s: ActualSubnet, ip: ActualIpSubnet):
 
 // ---- network policies ----------------------------------------------------------------------------------------
 
-interface ActualPolicy extends ParsedPrefix {
-  raw: HnsPolicy;
-  sig: string;
-}
-
 /** Canonical signature of a RemoteSubnetRoute's settings (prefix|IsolationId|ProviderAddress|MAC). */
 export function rsrSig(settings: Record<string, unknown> | undefined, key: string): string {
   const s = settings ?? {};
   const pa = readIP(s.ProviderAddress);
   return `${key}|${Number(s.IsolationId)}|${pa ? pa.key : String(s.ProviderAddress)}|${normalizeMac(s.DistributedRouterMacAddress) ?? String(s.DistributedRouterMacAddress)}`;
+}
+
+function sameRsr(s: Record<string, unknown>, d: DesiredPolicy): boolean {
+  const w = d.settings;
+  if (Number(s.IsolationId) !== w.IsolationId || !sameAddress(s.ProviderAddress, w.ProviderAddress)) return false;
+  const mac = s.DistributedRouterMacAddress;
+  return mac === w.DistributedRouterMacAddress || normalizeMac(mac) === w.DistributedRouterMacAddress;
 }
 
 function planPolicies(
@@ -316,43 +320,36 @@ function planPolicies(
     network: name,
     body: modify('Policy', RequestType, { Policies: [p] }),
   });
+  const want = desired.remoteSubnetRoutes;
+  const index = new Map<string, number>();
+  for (let i = 0; i < want.length; i++) index.set(want[i].key, i);
+  const kept = new Uint8Array(want.length);
+  const reader = new OwnedPrefixReader(desired.owned);
 
+  // One pass over the actual policies; nothing is allocated for the ones that match.
   let hasHostRoute = false;
-  const byKey = new Map<string, ActualPolicy[]>();
   for (const raw of net ? asArray(net.Policies) : []) {
     if (!raw) continue;
     if (raw.Type === 'HostRoute') hasHostRoute = true;
     if (raw.Type !== 'RemoteSubnetRoute') continue;
-    const p = readPrefix(raw.Settings?.DestinationPrefix);
-    if (!p || !insideAny(p.prefix, desired.owned)) continue;
-    const a: ActualPolicy = { ...p, raw, sig: rsrSig(raw.Settings, p.key) };
-    const list = byKey.get(p.key);
-    if (list) list.push(a);
-    else byKey.set(p.key, [a]);
+    const settings = raw.Settings ?? {};
+    const key = reader.ownedKey(settings.DestinationPrefix);
+    if (key === null) continue; // foreign (or unreadable): never ours to remove
+    const i = index.get(key);
+    if (i !== undefined && kept[i] === 0 && sameRsr(settings, want[i])) {
+      kept[i] = 1;
+      continue;
+    }
+    push(policy('Remove', raw), readPrefix(key)!.prefix, rsrSig(settings, key));
   }
 
   if (desired.hostRoutePolicy && !hasHostRoute) push(policy('Add', { Type: 'HostRoute', Settings: {} }), null);
-  for (const d of desired.remoteSubnetRoutes) {
-    const list = byKey.get(d.key);
-    let keep = false;
-    if (list) {
-      byKey.delete(d.key);
-      for (const a of list) {
-        if (!keep && a.sig === d.sig) keep = true;
-        else push(policy('Remove', a.raw), a.prefix, a.sig);
-      }
-    }
-    if (!keep) push(policy('Add', { Type: 'RemoteSubnetRoute', Settings: { ...d.settings } }), d.prefix, d.sig);
+  for (let i = 0; i < want.length; i++) {
+    if (kept[i] === 0) push(policy('Add', { Type: 'RemoteSubnetRoute', Settings: { ...want[i].settings } }), want[i].prefix, want[i].sig);
   }
-  for (const list of byKey.values()) for (const a of list) push(policy('Remove', a.raw), a.prefix, a.sig);
 }
 
 // ---- management vNIC host routes -----------------------------------------------------------------------------
-
-interface ActualRoute extends ParsedPrefix {
-  raw: NetRoute;
-  nh: string;
-}
 
 /** Whether a route on the management vNIC is ours (see model.ts), with its parsed prefix. */
 export function ownedHostRoute(r: NetRoute, desired: DesiredState): ParsedPrefix | null {
@@ -368,46 +365,51 @@ function planHostRoutes(
   push: (op: HnsOp, prefix: Prefix | null, tie?: string) => void,
   blocked: BlockedOp[],
 ): void {
-  if (desired.interfaceAlias === undefined) return;
-  const byKey = new Map<string, ActualRoute[]>();
-  let foreign: Set<string> | undefined;
+  const alias = desired.interfaceAlias;
+  if (alias === undefined) return;
+  const metric = desired.routeMetric;
+  const want = desired.hostRoutes;
+  const index = new Map<string, number>();
+  for (let i = 0; i < want.length; i++) index.set(want[i].key, i);
+  const kept = new Uint8Array(want.length);
+  const reader = new OwnedPrefixReader(desired.owned);
+
   for (const raw of routes) {
-    const p = ownedHostRoute(raw, desired);
-    if (!p) continue;
-    const a: ActualRoute = { ...p, raw, nh: readIP(raw.NextHop)?.key ?? raw.NextHop };
-    const list = byKey.get(p.key);
-    if (list) list.push(a);
-    else byKey.set(p.key, [a]);
-  }
-  const remove = (a: ActualRoute) =>
-    push({ op: 'remove-host-route', body: { DestinationPrefix: a.raw.DestinationPrefix, NextHop: a.raw.NextHop, InterfaceAlias: a.raw.InterfaceAlias } }, a.prefix, a.nh);
-  for (const d of desired.hostRoutes) {
-    const list = byKey.get(d.key);
-    let keep = false;
-    if (list) {
-      byKey.delete(d.key);
-      for (const a of list) {
-        if (!keep && a.nh === d.route.NextHop) keep = true;
-        else remove(a);
-      }
+    if (!raw || raw.InterfaceAlias !== alias || Number(raw.RouteMetric) !== metric) continue;
+    const key = reader.ownedKey(raw.DestinationPrefix);
+    if (key === null) continue;
+    const i = index.get(key);
+    if (i !== undefined && kept[i] === 0 && sameAddress(raw.NextHop, want[i].route.NextHop)) {
+      kept[i] = 1;
+      continue;
     }
-    if (keep) continue;
+    if (typeof raw.NextHop !== 'string' || isOnLinkNextHop(raw.NextHop)) continue; // the stack's own, not ours
+    push(
+      { op: 'remove-host-route', body: { DestinationPrefix: raw.DestinationPrefix, NextHop: raw.NextHop, InterfaceAlias: raw.InterfaceAlias } },
+      readPrefix(key)!.prefix,
+      readIP(raw.NextHop)?.key ?? raw.NextHop,
+    );
+  }
+
+  let foreign: Set<string> | undefined;
+  for (let i = 0; i < want.length; i++) {
+    if (kept[i] === 1) continue;
+    const d = want[i];
     if (!foreign) {
       // Routes we do not own but New-NetRoute would collide with (same prefix, next hop and interface).
       foreign = new Set();
       for (const r of routes) {
-        if (r?.InterfaceAlias !== desired.interfaceAlias || ownedHostRoute(r, desired)) continue;
+        if (r?.InterfaceAlias !== alias || ownedHostRoute(r, desired)) continue;
         const p = readPrefix(r.DestinationPrefix);
         if (p) foreign.add(`${p.key}|${readIP(r.NextHop)?.key ?? r.NextHop}`);
       }
     }
     if (foreign.has(`${d.key}|${d.route.NextHop}`)) {
-      blocked.push({ op: 'add-host-route', object: d.key, reason: `a route via ${d.route.NextHop} on ${d.route.InterfaceAlias} exists that is not ours (other metric)` });
+      blocked.push({ op: 'add-host-route', object: d.key, reason: `a route via ${d.route.NextHop} on ${alias} exists that is not ours (other metric)` });
       continue;
     }
     push({ op: 'add-host-route', body: { ...d.route } }, d.prefix, d.route.NextHop);
   }
-  for (const list of byKey.values()) for (const a of list) remove(a);
 }
 
 // ---- observation (tests, status) -----------------------------------------------------------------------------
