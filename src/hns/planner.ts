@@ -222,7 +222,7 @@ function planSubnets(
     }
     const s: ActualSubnet = { ...p, raw, sig: subnetSig(asArray(raw.Routes), asArray(raw.Policies)), ips: readIpSubnets(raw) };
     const d = wanted.get(p.key);
-    if (d && d.sig === s.sig && !kept.has(p.key)) {
+    if (d && sameSubnet(s.sig, d.sig) && !kept.has(p.key)) {
       kept.set(p.key, s);
       continue;
     }
@@ -282,6 +282,14 @@ function planSubnets(
       push({ op: 'add-ip-subnet', network: name, subnet: s.key, body: modify('IPSubnet', 'Add', { ...Settings }) }, w.prefix);
     }
   }
+}
+
+/**
+ * Subnet signatures ("routes;policies") match. A Subnet listed without any VSID/VLAN policy is judged on its routes
+ * alone: should a Get-HnsNetwork leave subnet policies out, a strict match would replace the Subnet every pass.
+ */
+function sameSubnet(actual: string, desired: string): boolean {
+  return actual === desired || (actual.endsWith(';') && desired.startsWith(actual));
 }
 
 const idOnly = (o: { ID?: string; IpAddressPrefix: string }) =>

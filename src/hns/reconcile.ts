@@ -45,6 +45,8 @@ export interface PassRecord {
   applied: number;
   byOp: Partial<Record<HnsOpKind, number>>;
   blocked: BlockedOp[];
+  /** Remote routes the desired state left out (outside the owned ranges, over a local block, via this node). */
+  ignoredRemotes: number;
   sample: HnsOp[];
   durationMs: number;
 }
@@ -197,7 +199,7 @@ export class HnsReconciler {
     const wasSettled = this.settled;
     this.dirty = false;
     this.st.passes++;
-    const record: PassRecord = { at, reason, ok: false, ops: 0, applied: 0, byOp: {}, blocked: [], sample: [], durationMs: 0 };
+    const record: PassRecord = { at, reason, ok: false, ops: 0, applied: 0, byOp: {}, blocked: [], ignoredRemotes: 0, sample: [], durationMs: 0 };
     const n = this.opts.sampleSize ?? 20;
     const fail = (stage: ReconcileError['stage'], e: unknown, op?: HnsOpKind) => {
       const err = e as Error;
@@ -226,6 +228,7 @@ export class HnsReconciler {
         fail('read', e); // never "nothing exists": no plan from a failed read
         return record;
       }
+      record.ignoredRemotes = desired.ignored.length;
       const plan = planHns(actual, desired);
       record.ops = plan.ops.length;
       record.byOp = countByOp(plan.ops);

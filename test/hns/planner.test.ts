@@ -431,3 +431,14 @@ t.test('property: no unchanged object is re-sent; the ops are exactly the differ
   );
   t.pass('200 random pairs');
 });
+
+t.test('an overlay Subnet listed without its VSID policy is judged on its routes', async (t) => {
+  const fake = new FakeHns();
+  const d = desired('overlay', ['10.0.1.0/26']);
+  converge(t, fake, d, 'setup');
+  const snap = fake.snapshot();
+  for (const s of subnetsOf(snap.Networks[0])) s.Policies = [];
+  t.same(planHns(snap, d).ops, [], 'no churn');
+  for (const s of subnetsOf(snap.Networks[0])) s.Routes = [{ NextHop: '10.0.0.254', DestinationPrefix: '0.0.0.0/0' }];
+  t.same(summary(planHns(snap, d).ops), ['remove-subnet 10.0.0.0/16', 'add-subnet 10.0.0.0/16'], 'a changed gateway still replaces it');
+});
