@@ -167,8 +167,7 @@ export async function run(argv: string[]): Promise<number> {
       log.warn({ timeoutMs: STOP_TIMEOUT_MS }, 'stop timed out; exiting anyway');
       marker.release();
       done(code);
-    }, STOP_TIMEOUT_MS);
-    timer.unref();
+    }, STOP_TIMEOUT_MS); // not unref'd: it must fire even when nothing else keeps the loop alive
     try {
       await Promise.all([
         status.close().then(() => log.debug('status endpoint closed')),
@@ -211,7 +210,14 @@ export async function run(argv: string[]): Promise<number> {
       const now = next.status ? next.status.listen : undefined;
       if (!sameListen(was, now)) {
         await status.close();
-        await startStatus(next);
+        try {
+          await startStatus(next);
+        } catch (e) {
+          // e.g. the new port is taken: keep serving where we were.
+          log.error({ err: (e as Error).message, listen: now }, 'status endpoint: cannot move; staying on the old address');
+          await startStatus(cfg);
+          next = { ...next, status: cfg.status };
+        }
       }
       cfg = next;
       log.info({ config: file }, 'config reloaded');
