@@ -123,6 +123,7 @@ export class StatusServer {
     try {
       const url = new URL(req.url ?? '/', 'http://status');
       const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
+      url.pathname = path; // handlers see "/peers/10.0.0.2" for "/peers/10.0.0.2/" too
       const handler = this.exact.get(path) ?? this.prefixed.find(([p]) => path.startsWith(p) && path.length > p.length)?.[1];
       if (!handler) throw new HttpError(404, `no such endpoint: ${url.pathname} (try /status, /peers, /routes, /healthz)`);
       if (req.method !== 'GET' && req.method !== 'HEAD') {
