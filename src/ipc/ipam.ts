@@ -301,6 +301,9 @@ export function ipamHandlers(ipam: Ipam, host: string, opts: IpamHandlerOptions 
     const addressing = p.addressing === undefined ? undefined : checkAddressing(p.addressing);
     return serial(handle, async () => {
       const poolMap = await poolsByName();
+      for (const want of pools ?? []) {
+        if (![...poolMap.values()].some((x) => x.name === want || x.cidr === want)) invalid(`pool ${want} does not exist`);
+      }
       const have = await held(handle, poolMap);
       const have4 = have.filter((a) => a.family === 4).length;
       const have6 = have.filter((a) => a.family === 6).length;
@@ -325,7 +328,15 @@ export function ipamHandlers(ipam: Ipam, host: string, opts: IpamHandlerOptions 
         log('assigned', { handle, ips: ips.map((a) => a.ip) });
       }
       const reply: AssignReply = { handle, existing, ips };
-      if (addressing) reply.cni = await cniView(ips, addressing);
+      if (addressing) {
+        try {
+          reply.cni = await cniView(ips, addressing);
+        } catch (e) {
+          // No gateway, no pod: the ADD fails as a whole and leaves nothing behind.
+          if (!existing) await ipam.releaseByHandle(handle);
+          throw e;
+        }
+      }
       return reply;
     });
   };
