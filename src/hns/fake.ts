@@ -27,6 +27,7 @@ import {
   HCN,
   HcnError,
   applySequential,
+  applySequentialSync,
   asArray,
   endpointAddresses,
   endpointNetwork,
@@ -429,21 +430,9 @@ export class FakeHns {
     return s.ID;
   }
 
-  /** Apply ops in order; stops at the first failure (NOT_FOUND on a remove counts as done, as in applySequential). */
+  /** Apply ops in order, with the executors' rules (applySequential). */
   applyAll(ops: readonly HnsOp[]): ApplyResult {
-    let done = 0;
-    while (done < ops.length) {
-      const r = this.runBatch(ops.slice(done));
-      done += r.applied;
-      if (!r.error) break;
-      const failed = ops[done];
-      if (failed.op.startsWith('remove-') && r.error instanceof HcnError && r.error.notFound) {
-        done++;
-        continue;
-      }
-      return { applied: done, error: r.error, failedOp: failed };
-    }
-    return { applied: done };
+    return applySequentialSync(ops, (batch) => this.runBatch(batch));
   }
 
   /** Apply ops until the first failure. */

@@ -387,12 +387,20 @@ export const endpointNetwork = (e: HnsEndpoint): string | undefined => e.HostCom
 // ---- executors -----------------------------------------------------------------------------------------------
 
 export interface ApplyResult {
-  /** Ops done, from the start of the list (a remove whose object was already gone counts as done). */
+  /** Ops done (a remove whose object was already gone counts as done). */
   applied: number;
-  /** Why the op at index `applied` failed; the ops after it were not tried. */
+  /** The first failure; with `failures`, all of them. */
   error?: Error;
   failedOp?: HnsOp;
+  failures?: { op: HnsOp; error: Error }[];
 }
+
+/**
+ * Policies and host routes stand alone: one that fails (an unreachable next hop, a policy HNS refuses) must not hold
+ * back the others. Network, Subnet and ip-subnet ops do not (an ip-subnet needs its Subnet; an add may need the
+ * remove before it), so the first of those to fail ends the run.
+ */
+export const independentOp = (op: HnsOp): boolean => op.op.endsWith('-policy') || op.op.endsWith('-host-route');
 
 /** Where plans run: Windows HNS through PowerShell, or the in-memory fake. */
 export interface HnsExecutor {
@@ -402,27 +410,47 @@ export interface HnsExecutor {
   apply(ops: readonly HnsOp[]): Promise<ApplyResult>;
 }
 
+type BatchResult = { applied: number; error?: Error };
+
 /**
- * Run ops in batches through `runBatch` (which stops at its first failure), treating NOT_FOUND on a remove as done:
- * the object is absent, which is what the remove wanted. Any other error ends the run.
+ * The apply rules, once for both executors: run ops in batches (each batch stops at its first failure). NOT_FOUND on
+ * a remove counts as done: the object is absent, which is what the remove wanted. A failed independent op
+ * (independentOp) is recorded and skipped; any other failure ends the run. Yields the batches to run.
  */
-export async function applySequential(
-  ops: readonly HnsOp[],
-  runBatch: (ops: readonly HnsOp[]) => Promise<{ applied: number; error?: Error }>,
-): Promise<ApplyResult> {
-  let done = 0;
-  while (done < ops.length) {
-    const r = await runBatch(done === 0 ? ops : ops.slice(done));
-    done += r.applied;
+function* applyRules(ops: readonly HnsOp[]): Generator<readonly HnsOp[], ApplyResult, BatchResult> {
+  let next = 0;
+  let applied = 0;
+  const failures: { op: HnsOp; error: Error }[] = [];
+  while (next < ops.length) {
+    const r = yield next === 0 ? ops : ops.slice(next);
+    next += r.applied;
+    applied += r.applied;
     if (!r.error) break;
-    const failed = ops[done];
-    if (failed && failed.op.startsWith('remove-') && isNotFound(r.error)) {
-      done++;
+    const failed = ops[next];
+    if (!failed) break;
+    next++;
+    if (failed.op.startsWith('remove-') && isNotFound(r.error)) {
+      applied++;
       continue;
     }
-    return { applied: done, error: r.error, failedOp: failed };
+    failures.push({ op: failed, error: r.error });
+    if (!independentOp(failed)) break;
   }
-  return { applied: done };
+  return failures.length ? { applied, error: failures[0].error, failedOp: failures[0].op, failures } : { applied };
+}
+
+export async function applySequential(ops: readonly HnsOp[], runBatch: (ops: readonly HnsOp[]) => Promise<BatchResult>): Promise<ApplyResult> {
+  const g = applyRules(ops);
+  let s = g.next();
+  while (!s.done) s = g.next(await runBatch(s.value));
+  return s.value;
+}
+
+export function applySequentialSync(ops: readonly HnsOp[], runBatch: (ops: readonly HnsOp[]) => BatchResult): ApplyResult {
+  const g = applyRules(ops);
+  let s = g.next();
+  while (!s.done) s = g.next(runBatch(s.value));
+  return s.value;
 }
 
 /**

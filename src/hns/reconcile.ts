@@ -43,6 +43,8 @@ export interface PassRecord {
   ok: boolean;
   ops: number;
   applied: number;
+  /** Ops that failed (independent ones are skipped past, so there can be several). */
+  failed: number;
   byOp: Partial<Record<HnsOpKind, number>>;
   blocked: BlockedOp[];
   /** Remote routes the desired state left out (outside the owned ranges, over a local block, via this node). */
@@ -199,7 +201,7 @@ export class HnsReconciler {
     const wasSettled = this.settled;
     this.dirty = false;
     this.st.passes++;
-    const record: PassRecord = { at, reason, ok: false, ops: 0, applied: 0, byOp: {}, blocked: [], ignoredRemotes: 0, sample: [], durationMs: 0 };
+    const record: PassRecord = { at, reason, ok: false, ops: 0, applied: 0, failed: 0, byOp: {}, blocked: [], ignoredRemotes: 0, sample: [], durationMs: 0 };
     const n = this.opts.sampleSize ?? 20;
     const fail = (stage: ReconcileError['stage'], e: unknown, op?: HnsOpKind) => {
       const err = e as Error;
@@ -241,6 +243,7 @@ export class HnsReconciler {
       if (plan.ops.length > 0) {
         const r = await this.opts.executor.apply(plan.ops);
         record.applied = r.applied;
+        record.failed = r.failures?.length ?? (r.error ? 1 : 0);
         if (r.error) {
           fail('apply', r.error, r.failedOp?.op);
           return record;

@@ -171,3 +171,24 @@ t.test('a fake full of random faults is still consistent: every change is all or
   t.equal(new Set(have).size, have.length, 'no duplicates');
   t.ok(have.length > 1 && have.length < 41, `some adds landed (${have.length})`);
 });
+
+t.test('apply rules: a failed route or policy is skipped and recorded; a failed ip-subnet op ends the run', async (t) => {
+  const f = new FakeHns();
+  const alias = 'vEthernet (Ethernet)';
+  const route = (p: string, nh: string) => ({ op: 'add-host-route' as const, body: { DestinationPrefix: p, NextHop: nh, InterfaceAlias: alias, RouteMetric: 271 } });
+  const ops = [route('10.1.0.0/26', '192.168.1.2'), route('10.1.1.0/26', 'not-an-ip'), route('10.1.2.0/26', '192.168.1.2')];
+  const r = f.applyAll(ops);
+  t.equal(r.applied, 2, 'the routes after the bad one still go in');
+  t.same(r.failures?.map((x) => x.op.body), [ops[1].body]);
+  t.match(r, { failedOp: ops[1], error: { code: HCN.INVALID_ARG } });
+  t.equal(f.snapshot().HostRoutes.length, 2);
+
+  f.createNetwork(l2());
+  const ipOps = [
+    { op: 'add-ip-subnet' as const, network: 'pods', subnet: '10.0.0.0/16', body: ipAdd(undefined, '10.5.0.0/26') },
+    { op: 'add-ip-subnet' as const, network: 'pods', subnet: '10.0.0.0/16', body: ipAdd(undefined, '10.0.9.0/26') },
+  ];
+  const r2 = f.applyAll(ipOps);
+  t.match(r2, { applied: 0, failedOp: ipOps[0], error: { code: HCN.INVALID_PREFIX } });
+  t.equal(r2.failures?.length, 1, 'stopped there');
+});
