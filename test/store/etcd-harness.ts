@@ -197,6 +197,24 @@ export class EtcdCluster {
     }
   }
 
+  /** Index of the member that is leader now, as the running members see it (undefined if none is known). */
+  async leader(): Promise<number | undefined> {
+    const ids: Array<string | undefined> = await Promise.all(
+      this.members.map(async (m) => {
+        if (!m.proc || m.proc.exitCode !== null || m.proc.signalCode !== null) return undefined;
+        try {
+          const res = await fetch(`http://${m.endpoint}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(1000) });
+          const body = (await res.json()) as { header?: { member_id?: string }; leader?: string };
+          return body.header?.member_id === body.leader ? 'leader' : undefined;
+        } catch {
+          return undefined;
+        }
+      }),
+    );
+    const i = ids.indexOf('leader');
+    return i < 0 ? undefined : i;
+  }
+
   private async signal(i: number, sig: NodeJS.Signals): Promise<void> {
     const p = this.members[i].proc;
     if (!p || p.exitCode !== null || p.signalCode !== null) return;
