@@ -31,6 +31,7 @@ export function runPlugin(env: Record<string, string | undefined>, stdin: string
     child.stdout.on('data', (d) => (stdout += d));
     child.stderr.on('data', (d) => (stderr += d));
     child.on('error', reject);
+    child.stdin.on('error', () => undefined); // EPIPE when the command exits without reading stdin
     child.on('close', (code) => {
       let json: unknown;
       if (stdout.trim()) {
