@@ -114,6 +114,8 @@ export class Session extends EventEmitter<SessionEvents> {
   negotiated: NegotiatedCapabilities | null = null;
   localAddress: string | null = null;
   remoteAddress: string | null = null;
+  localPort: number | null = null;
+  remotePort: number | null = null;
   lastError: string | null = null;
   stateSince = Date.now();
   establishedAt: number | null = null;
@@ -140,6 +142,11 @@ export class Session extends EventEmitter<SessionEvents> {
 
   get name(): string {
     return this.cfg.name ?? this.cfg.peerAddress;
+  }
+
+  /** Octets written and not yet handed to the kernel. */
+  get bufferedBytes(): number {
+    return this.socket?.writableLength ?? 0;
   }
 
   /** True while the socket's buffer is below the high-water mark (produce more UPDATEs). */
@@ -337,6 +344,8 @@ export class Session extends EventEmitter<SessionEvents> {
   private noteAddresses(s: net.Socket): void {
     this.localAddress = s.localAddress ? stripMapped(s.localAddress) : null;
     this.remoteAddress = s.remoteAddress ? stripMapped(s.remoteAddress) : null;
+    this.localPort = s.localPort ?? null;
+    this.remotePort = s.remotePort ?? null;
   }
 
   private disconnect(): void {

@@ -135,8 +135,10 @@ export interface PeerStatus {
   uptime: number;
   /** The peer's BGP Identifier (dotted quad) once its OPEN arrived. */
   routerId: string | null;
-  /** Our address on the current connection. */
+  /** The current connection's addresses and ports (null when there is none). */
   localAddress: string | null;
+  localPort: number | null;
+  remotePort: number | null;
   /** Negotiated hold time (seconds) once OPENs are exchanged, else null. */
   holdTime: number | null;
   keepaliveTime: number | null;
@@ -156,6 +158,8 @@ export interface PeerStatus {
   errors: { treatAsWithdraw: number; attributeDiscard: number };
   /** Times the session went down after being Established. */
   flaps: number;
+  /** Export work not yet on the wire: prefixes waiting to be encoded, octets in the socket's buffer. */
+  sendQueue: { prefixes: number; bytes: number };
 }
 
 export interface StopOptions {
@@ -320,7 +324,8 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     if (!this.running) return;
     this.running = false;
     const graceful = opts.graceful !== false;
-    await this.closeServer();
+    // server.close() completes only when every accepted connection has closed: start it, close them, then wait.
+    const serverClosed = this.closeServer();
     for (const p of this.peerMap.values()) {
       for (const s of [p.session, p.incoming]) {
         if (!s) continue;
@@ -330,6 +335,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       this.clearGrTimer(p);
     }
     await Promise.all([...this.sessions].map((s) => s.whenClosed()));
+    await serverClosed;
     for (const p of this.peerMap.values()) {
       for (const s of [p.session, p.incoming]) if (s) this.forget(s);
       p.session = p.incoming = p.established = null;
@@ -362,7 +368,8 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       this.rib.addSource(LOCAL_SOURCE, this.localPeerInfo());
     }
     if (this.running && !sameListen(old.listen, cfg.listen)) {
-      await this.closeServer();
+      // Stop accepting on the old address; sessions it accepted carry on (their close ends the old server).
+      void this.closeServer();
       if (cfg.listen) await this.listen(cfg.listen);
     }
     for (const [key, p] of [...this.peerMap]) {
@@ -455,6 +462,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     const s = p.established ?? p.session;
     const n = s?.negotiated ?? null;
     const connected = s && (s.state === 'OpenConfirm' || s.state === 'Established');
+    const onWire = s && (connected || s.state === 'OpenSent');
     const counts = this.rib.sourceNames().includes(p.source) ? this.rib.counts(p.source) : null;
     const c = s?.counters;
     return {
@@ -467,7 +475,9 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       lastError: s?.lastError ?? null,
       uptime: s?.establishedAt != null ? Math.floor((this.now() - s.establishedAt) / 1000) : 0,
       routerId: s?.remoteOpen ? u32ToIPv4(s.remoteOpen.bgpId) : null,
-      localAddress: s?.localAddress ?? null,
+      localAddress: onWire ? s.localAddress : null,
+      localPort: onWire ? s.localPort : null,
+      remotePort: onWire ? s.remotePort : null,
       holdTime: connected ? s.fsm.holdTime : null,
       keepaliveTime: connected ? s.fsm.keepaliveTime : null,
       capabilities: connected ? n : null,
@@ -480,6 +490,10 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       messages: { received: c?.messagesIn ?? 0, sent: c?.messagesOut ?? 0, updatesReceived: c?.updatesIn ?? 0, updatesSent: c?.updatesOut ?? 0 },
       errors: { treatAsWithdraw: c?.treatAsWithdraw ?? 0, attributeDiscard: c?.attributeDiscard ?? 0 },
       flaps: s?.fsm.flaps ?? 0,
+      sendQueue: {
+        prefixes: p.queue.reduce((n, q) => n + (q.kind === 'eor' ? 0 : q.prefixes.length - q.pos), 0),
+        bytes: p.established?.bufferedBytes ?? 0,
+      },
     };
   }
 
@@ -558,7 +572,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
         random: this.random,
       },
       logger: this.log,
-      name: `peer ${c.address}`,
+      name: `peer ${c.address}${secondary ? ' (incoming)' : ''}`,
     });
     this.sessions.add(s);
     s.onOpen = (sess, open) => this.collision(p, sess, open);
@@ -600,8 +614,9 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     this.sessions.delete(s);
   }
 
-  private onState(p: PeerState, s: Session, _from: SessionStateName, to: SessionStateName): void {
-    if (s === p.incoming && (to === 'Idle' || to === 'Active' || to === 'Connect')) {
+  private onState(p: PeerState, s: Session, from: SessionStateName, to: SessionStateName): void {
+    const connected = (x: SessionStateName) => x === 'OpenSent' || x === 'OpenConfirm' || x === 'Established';
+    if (s === p.incoming && connected(from) && !connected(to)) {
       // A losing or failed second connection: nothing more to do with it.
       p.incoming = null;
       this.forgetLater(s);
@@ -658,12 +673,13 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
         return;
       }
     }
-    if (st === 'Idle' || st === 'Connect' || st === 'Active') {
+    if (st === 'Idle' || st === 'Active') {
       s.accept(sock);
       return;
     }
-    // The session is already on a connection (OpenSent, OpenConfirm, Established): run the new one in its own
-    // FSM until its OPEN tells us which one to keep (collision detection), or that the peer restarted.
+    // We have a connection of our own, or one on its way (Connect): run the new one in its own FSM until its OPEN
+    // tells us which one to keep (collision detection), or that the peer restarted. Dropping our own attempt
+    // instead would be symmetric: two speakers connecting at once would each kill the other's connection.
     if (p.incoming) {
       const old = p.incoming;
       p.incoming = null;
@@ -716,6 +732,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       p.incoming = null;
       p.session = s;
       s.fsm.cfg = { ...s.fsm.cfg, autoRestart: true, passive: p.cfg.passive };
+      s.cfg = { ...s.cfg, name: `peer ${p.cfg.address}` };
       if (old && old !== s) {
         old.abort();
         this.forget(old);
