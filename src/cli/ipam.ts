@@ -1,10 +1,11 @@
 // `blockspeaker ipam --store DIR <command>`: drive IPAM directly against a store. JSON on stdout.
 import { Ipam } from '../ipam/ipam.ts';
 import type { Host, PoolSpec, ReservationPolicy, Use } from '../ipam/types.ts';
+import { migrateStore } from '../store/migrate.ts';
 import { openStore } from '../store/open.ts';
 import { boolOption, CliError, intOption, parse, printJson, required } from './args.ts';
 
-const HELP = `usage: blockspeaker ipam --store DIR <command> [options]
+const HELP = `usage: blockspeaker ipam --store DIR|etcd://HOST:PORT[,HOST:PORT...] <command> [options]
 
 commands:
   pool add --name N --cidr C [--block-size S] [--node-selector EXPR] [--disabled] [--allowed-uses Workload,Tunnel]
@@ -20,6 +21,8 @@ commands:
   release-affinity --host H --cidr C [--require-empty]
   blocks [--host H]
   routes --host H
+  migrate --to etcd://HOST:PORT[,...] [--force]   copy every key of --store into another store (stop writers first);
+                                                  refuses a target that already has IPAM keys unless --force
 `;
 
 export function parseReservation(text: string | undefined): ReservationPolicy | undefined {
@@ -185,11 +188,30 @@ export async function run(argv: string[]): Promise<number> {
   while (rest.length && !rest[0].startsWith('-')) words.push(rest.shift()!);
   if (words.length === 0) throw new CliError('ipam: a command is required (see blockspeaker ipam --help)');
   if (!store) throw new CliError('ipam: --store DIR is required (or set BLOCKSPEAKER_STORE)');
+  if (words.join(' ') === 'migrate') return migrate(store, rest);
   const ipam = new Ipam(await openStore(store));
   try {
     await dispatch(ipam, words, rest);
   } finally {
     await ipam.store.close();
+  }
+  return 0;
+}
+
+async function migrate(fromSpec: string, argv: string[]): Promise<number> {
+  const { values: v } = parse('migrate', argv, { to: { type: 'string' }, force: { type: 'boolean' } });
+  const toSpec = required('migrate', v, 'to');
+  if (toSpec === fromSpec) throw new CliError('migrate: --to is the same store as --store');
+  const from = await openStore(fromSpec);
+  try {
+    const to = await openStore(toSpec);
+    try {
+      printJson(await migrateStore(from, to, { force: v.force ?? false }));
+    } finally {
+      await to.close();
+    }
+  } finally {
+    await from.close();
   }
   return 0;
 }

@@ -224,9 +224,9 @@ export class EtcdStore implements Store {
     if (this.closed) throw new StoreError(`${this.name}: store is closed`);
   }
 
-  private unreachable(what: string, err: unknown, extra = ''): StoreError {
+  private unreachable(what: string, err: unknown, extra = '', windowMs = this.retryForMs): StoreError {
     return new StoreError(
-      `${this.name}: ${what}: etcd unreachable at ${this.endpoints.join(', ')} for ${Math.round(this.retryForMs / 1000)} s${extra} (last error: ${message(err)})`,
+      `${this.name}: ${what}: etcd unreachable at ${this.endpoints.join(', ')} for ${(windowMs / 1000).toFixed(1)} s${extra} (last error: ${message(err)})`,
     );
   }
 
@@ -248,7 +248,7 @@ export class EtcdStore implements Store {
         const kind = classify(e);
         if (kind !== 'notSent' && kind !== 'retry') throw this.wrap(what, e);
         if (this.closed) throw new StoreError(`${this.name}: store is closed`);
-        if (Date.now() + delay > deadline) throw this.unreachable(what, e);
+        if (Date.now() + delay > deadline) throw this.unreachable(what, e, '', retryForMs);
         this.counters.retries++;
         this.log(`etcd: ${what}: ${message(e)}; retrying in ${delay} ms`);
         await sleep(delay + Math.floor(Math.random() * delay));
@@ -403,7 +403,7 @@ export class EtcdStore implements Store {
       this.checkOpen();
       if (Date.now() > deadline) {
         throw new StoreError(
-          `${this.name}: ${what}: outcome unknown: etcd at ${this.endpoints.join(', ')} did not answer within ${Math.round(this.retryForMs / 1000)} s after the request was sent (last error: ${message(lastErr)}); re-read before acting on it`,
+          `${this.name}: ${what}: outcome unknown: etcd at ${this.endpoints.join(', ')} did not answer within ${(this.retryForMs / 1000).toFixed(1)} s after the request was sent (last error: ${message(lastErr)}); re-read before acting on it`,
         );
       }
       try {
