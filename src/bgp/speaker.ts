@@ -365,7 +365,12 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     this.cfg = cfg;
     this.routerId = newRouterId;
     if (everything) {
+      // The RIB keeps a source's identity fixed while it holds routes: take ours out and put them back.
+      const mine = [...this.rib.adjRibIn(LOCAL_SOURCE)].map((e) => [e.prefix, e.attrs] as const);
+      this.rib.removeSource(LOCAL_SOURCE);
       this.rib.addSource(LOCAL_SOURCE, this.localPeerInfo());
+      for (const [prefix, attrs] of mine) this.rib.update(LOCAL_SOURCE, prefix, attrs);
+      this.scheduleFlush();
     }
     if (this.running && !sameListen(old.listen, cfg.listen)) {
       // Stop accepting on the old address; sessions it accepted carry on (their close ends the old server).
@@ -709,7 +714,12 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       this.log.info(`peer ${p.cfg.address}: collision with the Established session: new connection closed`);
       return false;
     }
-    if (s.incoming === other.incoming) return false; // same direction twice: keep the older one
+    if (s.incoming === other.incoming) {
+      // Two connections in the same direction (an earlier one the peer gave up on but we still hold): the newer
+      // one is what the peer is using now.
+      other.dispatch({ type: 'OpenCollisionDump' });
+      return true;
+    }
     // The connection initiated by the side with the higher BGP Identifier survives (RFC 6286 2.3: on equal
     // identifiers, the higher AS number).
     const peerId = open.bgpId >>> 0;

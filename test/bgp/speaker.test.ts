@@ -175,6 +175,21 @@ t.test('prefix lists, reconfiguration with route refresh, and sessions kept', as
   t.notOk(b.rib.sourceNames().includes('127.0.0.1'));
 });
 
+t.test('a new router ID or ASN restarts every session and keeps the local routes', async (t) => {
+  const aCfg: SpeakerConfig = { asn: 65001, routerId: '10.0.0.1', listen: { address: '127.0.0.1', port: PORT }, peers: [peer(2, 65002)], announce: ['10.1.0.0/24'] };
+  const a = new Speaker(aCfg, { random: () => 0.5 });
+  speakers.push(a);
+  a.announce('10.1.9.0/24');
+  const b = mk(2, 65002, [peer(1, 65001)]);
+  await Promise.all([a.start(), b.start()]);
+  await waitFor(() => best(b, '10.1.9.0/24') && best(b, '10.1.0.0/24'), 'routes learned');
+  await a.reconfigure({ ...aCfg, routerId: '10.0.0.11' });
+  await waitFor(() => b.peers()[0].lastError?.includes('Other Configuration Change'), 'session restarted');
+  await waitFor(() => up(a) && up(b) && b.peers()[0].routerId === '10.0.0.11', 'back with the new router ID', 10000);
+  await waitFor(() => best(b, '10.1.9.0/24') && best(b, '10.1.0.0/24'), 'local routes still announced');
+  t.equal(a.rib.peerInfo('local')?.routerId, 0x0a00000b);
+});
+
 t.test('only configured peers are accepted; a wrong AS gets Bad Peer AS', async (t) => {
   const s = mk(1, 65001, [peer(2, 65002, { passive: true })]);
   await s.start();
