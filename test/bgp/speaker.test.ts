@@ -386,3 +386,41 @@ t.test('an UPDATE flood respects socket backpressure', async (t) => {
   t.equal(s.peers()[0].prefixes.sent, N);
 });
 
+
+t.test('IPv6 transport: the session address is the IPv6 next hop', async (t) => {
+  const [pa, pb] = [await freePort('::1'), await freePort('::1')];
+  const a = new Speaker({ asn: 65001, routerId: '10.0.0.1', listen: { address: '::1', port: pa }, peers: [{ address: '::1', asn: 65002, port: pb, families: ['ipv6', 'ipv4'] }], announce: ['fd00:1::/48', '10.1.0.0/24'] }, { random: () => 0.5 });
+  const b = new Speaker({ asn: 65002, routerId: '10.0.0.2', listen: { address: '::1', port: pb }, peers: [{ address: '::1', asn: 65001, port: pa, families: ['ipv6'] }] }, { random: () => 0.5 });
+  speakers.push(a, b);
+  await Promise.all([a.start(), b.start()]);
+  await waitFor(() => best(b, 'fd00:1::/48'), 'IPv6 route over an IPv6 session');
+  t.same(plain(b, 'fd00:1::/48'), { from: '::1', asPath: [65001], nextHop: '::1', localPref: undefined, med: undefined, stale: false });
+  t.same(a.peers()[0].capabilities?.families, ['ipv6'], 'only the common family');
+  t.notOk(best(b, '10.1.0.0/24'), 'IPv4 not negotiated: not sent');
+});
+
+t.test('prefix lists: exact, ge, le, first match wins, no match rejects', async (t) => {
+  const { PrefixFilter, PolicyError, compilePrefixList } = await import('../../src/bgp/policy.ts');
+  const f = new PrefixFilter([
+    { prefix: '10.0.9.0/24', action: 'reject' },
+    { prefix: '10.0.0.0/16', le: 24 },
+    { prefix: '10.1.0.0/16', ge: 24 },
+    { prefix: '10.2.0.0/16', ge: 20, le: 22 },
+    { prefix: '10.3.0.0/24' },
+    { prefix: 'fd00::/8', le: 64 },
+  ]);
+  const cases: [string, boolean][] = [
+    ['10.0.9.0/24', false], ['10.0.9.0/25', false], ['10.0.8.0/24', true], ['10.0.0.0/16', true], ['10.0.0.0/25', false],
+    ['10.1.0.0/16', false], ['10.1.2.0/24', true], ['10.1.2.3/32', true],
+    ['10.2.0.0/19', false], ['10.2.0.0/20', true], ['10.2.4.0/22', true], ['10.2.4.0/23', false],
+    ['10.3.0.0/24', true], ['10.3.0.0/25', false], ['10.3.1.0/24', false],
+    ['fd00:1::/64', true], ['fd00:1::/65', false], ['2001:db8::/32', false], ['0.0.0.0/0', false],
+  ];
+  for (const [p, want] of cases) t.equal(f.accepts(parsePrefix(p)), want, `${p} ${want ? 'accepted' : 'rejected'}`);
+  t.equal(compilePrefixList(undefined), null, 'no list: accept all');
+  t.equal(compilePrefixList([])!.accepts(parsePrefix('10.0.0.0/8')), false, 'empty list: reject all');
+  for (const bad of [{ prefix: '10.0.0.0/16', le: 8 }, { prefix: '10.0.0.0/16', ge: 33 }, { prefix: '10.0.0.0/16', ge: 24, le: 20 }, { prefix: '10.0.0.1/16' }, { prefix: '10.0.0.0/16', action: 'permit' as never }]) {
+    t.throws(() => new PrefixFilter([bad]), PolicyError, JSON.stringify(bad));
+  }
+  t.throws(() => new Speaker({ asn: 1, routerId: '1.1.1.1', listen: false, peers: [{ address: '10.0.0.1', asn: 2, import: [{ prefix: 'nonsense' }] }] }), /prefix list/, 'a bad list fails at construction');
+});
