@@ -252,6 +252,54 @@ async function main(): Promise<void> {
     t.notOk((await handles())[`ctr-${q2}.eth0`], 'the borrowed address is released');
     await bridge('DEL', q1, conf);
   });
+
+  await t.test('host mode: /32 with a link-scoped route to the gateway, applied as a CNI 1.1 main plugin would', async (t) => {
+    // Debian's plugins (1.1.1) predate CNI 1.1's route "scope": their ConfigureIface turns a route without gw into
+    // "via <gateway>", which the kernel refuses for a gateway that is not on-link. So the result is applied with
+    // ip(8) the way a 1.1-aware ptp-style plugin does: a veth per pod, the gateway on the host side, a host route.
+    const node2 = await netns('node2');
+    await must('ip', ['netns', 'exec', node2, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
+    listen(node2);
+    const conf = JSON.stringify({ cniVersion: '1.1.0', name: 'bshost', type: 'ptp', ipam: { type: 'blockspeaker-cni', socket: daemon.path, prefix: 'host', pools: ['small'], routes: [{ dst: '0.0.0.0/0' }] } });
+    const pods: { ns: string; ip: string; gw: string }[] = [];
+    for (const [i, name] of ['h1', 'h2'].entries()) {
+      const ns = await netns(name);
+      const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: `ctr-${ns}`, CNI_NETNS: `/var/run/netns/${ns}`, CNI_IFNAME: 'eth0', CNI_PATH: cniPath };
+      const r = await run(join(cniPath, 'blockspeaker-cni'), [], { env, stdin: conf });
+      t.equal(r.code, 0, `IPAM ADD ${ns}: ${r.stdout}${r.stderr}`);
+      const res = JSON.parse(r.stdout) as { ips: { address: string; gateway: string }[]; routes: { dst: string; gw?: string; scope?: number }[] };
+      const [ip, len] = res.ips[0]!.address.split('/');
+      const gw = res.ips[0]!.gateway;
+      t.equal(len, '32');
+      t.same(res.routes[0], { dst: `${gw}/32`, scope: 253 });
+      const hv = `hv${i}`;
+      await must('ip', ['-n', node2, 'link', 'add', hv, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
+      await must('ip', ['-n', node2, 'link', 'set', hv, 'up']);
+      await must('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
+      await must('ip', ['-n', ns, 'addr', 'add', `${ip}/32`, 'dev', 'eth0']);
+      for (const rt of res.routes) {
+        await must('ip', ['-n', ns, 'route', 'add', rt.dst, ...(rt.gw ? ['via', rt.gw] : []), 'dev', 'eth0', ...(rt.scope === 253 ? ['scope', 'link'] : [])]);
+      }
+      await must('ip', ['-n', node2, 'addr', 'add', `${gw}/32`, 'dev', hv]);
+      await must('ip', ['-n', node2, 'route', 'add', `${ip}/32`, 'dev', hv]);
+      listen(ns);
+      pods.push({ ns, ip: ip!, gw });
+    }
+    const bBlock = (await daemon.ipam.blocks('node-b')).find((b) => b.pool === 'small')!;
+    const base = Number(bBlock.cidr.split('/')[0]!.split('.')[3]);
+    const inB = (ip: string) => Number(ip.split('.')[3]) >= base && Number(ip.split('.')[3]) < base + 16;
+    t.ok(pods.some((p) => inB(p.ip)), `a host-mode pod borrowed its address from node-b's block ${bBlock.cidr} (${pods.map((p) => p.ip).join(', ')})`);
+    await reaches(t, pods[0]!.ns, pods[0]!.gw, 'host-mode pod 1 to its gateway');
+    await reaches(t, pods[1]!.ns, pods[1]!.gw, 'host-mode pod 2 to its gateway');
+    await reaches(t, pods[0]!.ns, pods[1]!.ip, 'host-mode pod 1 to pod 2, routed by the node');
+    await reaches(t, node2, pods[1]!.ip, 'the node to host-mode pod 2');
+    for (const p of pods) {
+      const r = await run(join(cniPath, 'blockspeaker-cni'), [], { env: { CNI_COMMAND: 'DEL', CNI_CONTAINERID: `ctr-${p.ns}`, CNI_IFNAME: 'eth0', CNI_PATH: cniPath }, stdin: conf });
+      t.equal(r.code, 0, `IPAM DEL ${p.ns}`);
+    }
+    const left = await handles();
+    t.notOk(pods.some((p) => left[`ctr-${p.ns}.eth0`]), 'released');
+  });
 }
 
 const why = unavailable();
