@@ -272,20 +272,33 @@ export class Session extends EventEmitter<SessionEvents> {
           if (!a.info.notification && a.info.reason) this.lastError ??= a.info.reason;
           if (!a.info.notification) this.lastError = a.info.reason;
           this.establishedAt = null;
-          this.emit('down', a.info);
+          this.safeEmit('down', a.info);
           break;
         case 'deliverUpdate':
-          if (this.processing) this.emit('update', this.processing, this.processingAction, this.processingProblems);
+          if (this.processing) this.safeEmit('update', this.processing, this.processingAction, this.processingProblems);
           break;
         case 'deliverRouteRefresh':
-          if (this.refreshFamily) this.emit('routeRefresh', this.refreshFamily, this.refreshSubtype);
+          if (this.refreshFamily) this.safeEmit('routeRefresh', this.refreshFamily, this.refreshSubtype);
           break;
         case 'state':
           this.stateSince = Date.now();
           this.log.debug(`${this.name}: ${a.from} -> ${a.to}`);
-          this.emit('state', a.from, a.to);
+          this.safeEmit('state', a.from, a.to);
           break;
       }
+    }
+  }
+
+  /**
+   * Emit to the speaker; a throwing handler (a bug there, or a route the RIB refuses) must not take the process
+   * down from inside a socket callback: it is logged and, while connected, the session is reset with a Cease.
+   */
+  private safeEmit<K extends keyof SessionEvents>(event: K, ...args: SessionEvents[K]): void {
+    try {
+      (this.emit as (e: K, ...a: SessionEvents[K]) => boolean)(event, ...args);
+    } catch (e) {
+      this.log.error(`${this.name}: ${event} handler failed: ${(e as Error)?.stack ?? String(e)}`);
+      if (this.socket) this.dispatch({ type: 'AutomaticStop', notification: { code: ErrorCode.CEASE, subcode: 0 } });
     }
   }
 
@@ -546,7 +559,7 @@ export class Session extends EventEmitter<SessionEvents> {
   private onEstablished(): void {
     this.establishedAt = Date.now();
     this.log.info(`${this.name}: session established`, { holdTime: this.fsm.holdTime, families: this.negotiated?.families });
-    this.emit('established', this.negotiated!);
+    this.safeEmit('established', this.negotiated!);
   }
 
   // ---- introspection ------------------------------------------------------------------------------------------

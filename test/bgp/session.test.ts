@@ -301,3 +301,14 @@ t.test('ManualStop sends Cease with the shutdown communication', async (t) => {
   await s.whenClosed();
   t.equal(s.state, 'Idle');
 });
+
+t.test('a failing update handler resets the session instead of crashing the process', async (t) => {
+  const { s, peer } = await established(t);
+  s.on('update', () => {
+    throw new Error('boom');
+  });
+  peer.send(update({ attrs: WELL, nlri: NLRI }));
+  const n = await peer.notification();
+  t.same([n.code, n.subcode], [6, 0], 'Cease');
+  await waitFor(() => s.state === 'Idle', 'Idle');
+});
