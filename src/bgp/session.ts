@@ -269,7 +269,7 @@ export class Session extends EventEmitter<SessionEvents> {
         case 'stopTimer': this.clearTimer(a.timer); break;
         case 'established': this.onEstablished(); break;
         case 'down':
-          if (!a.info.notification && a.info.reason) this.lastError ??= a.info.reason;
+          // A NOTIFICATION was already recorded when sent or received.
           if (!a.info.notification) this.lastError = a.info.reason;
           this.establishedAt = null;
           this.safeEmit('down', a.info);
@@ -591,7 +591,10 @@ function concat(parts: Uint8Array[]): Uint8Array {
   return out;
 }
 
-/** RFC 4271 6.2 leaves Bad Peer AS data empty; we add the AS the peer claimed (2 octets, or 4 when it needs 4). */
+/**
+ * RFC 4271 6.2 defines no data for Bad Peer AS; like common implementations we send the AS the peer claimed
+ * (2 octets, or 4 when it needs 4), which tells its operator what we saw.
+ */
 function withPeerAsData(n: Notif & { reason?: string }, open: OpenMessage): Notif {
   if (n.code !== ErrorCode.OPEN || n.subcode !== OpenSubcode.BAD_PEER_AS || (n.data?.length ?? 0) > 0) return n;
   const asn = peerAsOf(open);
