@@ -16,6 +16,12 @@ function usage(): string {
   return `usage: blockspeaker <command> ...\n\ncommands:\n${lines.join('\n')}\n`;
 }
 
+// A reader that goes away (`blockspeaker ... | head`) is not an error: stop quietly, as Unix tools do.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(0);
+  throw err;
+});
+
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   if (!cmd || cmd === '--help' || cmd === '-h' || cmd === 'help') {
