@@ -233,7 +233,13 @@ export class EtcdStore implements Store {
   private wrap(what: string, err: unknown): StoreError {
     if (err instanceof StoreError) return err;
     if (classify(err) === 'closed') return new StoreError(`${this.name}: store is closed`);
-    return new StoreError(`${this.name}: ${what}: ${message(err)}`);
+    const msg = message(err);
+    const hint = /too many operations in txn/.test(msg)
+      ? ' (etcd allows --max-txn-ops operations per transaction, 128 by default)'
+      : /request is too large/.test(msg)
+        ? ' (etcd accepts requests up to --max-request-bytes, 1.5 MiB by default)'
+        : '';
+    return new StoreError(`${this.name}: ${what}: ${msg}${hint}`);
   }
 
   /** Run a request that is safe to repeat (a read), retrying with backoff until `retryForMs` has passed. */
@@ -623,7 +629,14 @@ class EtcdWatcher {
     }
     if (!out.length) return;
     this.next = out[out.length - 1].revision + 1;
-    this.onEvent(out);
+    try {
+      this.onEvent(out);
+    } catch (e) {
+      // The caller's bug, not the stream's: surface it instead of letting grpc treat it as a broken stream.
+      queueMicrotask(() => {
+        throw e;
+      });
+    }
   }
 
   private lost(stream: WatchStream | undefined, e: unknown): void {
