@@ -8,6 +8,7 @@
 // measured. Throughput = all allocations / wall time from release to the last one done; p50/p99 over every
 // allocation's latency. etcd runs with its defaults (fsync on every commit). Prints a final JSON line.
 import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -41,6 +42,7 @@ async function child(spec: string, host: string, count: number, inFlight: number
   const lat: number[] = [];
   let next = 0;
   const before = store.stats().txns;
+  const cpu0 = process.cpuUsage();
   await Promise.all(
     Array.from({ length: inFlight }, async () => {
       while (next < count) {
@@ -52,7 +54,8 @@ async function child(spec: string, host: string, count: number, inFlight: number
       }
     }),
   );
-  process.stdout.write(`RESULT ${JSON.stringify({ lat, txns: store.stats().txns - before })}\n`);
+  const cpu = process.cpuUsage(cpu0);
+  process.stdout.write(`RESULT ${JSON.stringify({ lat, txns: store.stats().txns - before, cpuMs: (cpu.user + cpu.system) / 1000 })}\n`);
   await store.close();
 }
 
@@ -65,9 +68,23 @@ interface Run {
   p50ms: number;
   p99ms: number;
   txnsPerAlloc: number;
+  /** CPU time per allocation: the allocating processes, and etcd. */
+  clientCpuMs: number;
+  etcdCpuMs: number;
 }
 
-async function round(spec: string, hosts: number, count: number, inFlight: number, tag: string): Promise<Run> {
+/** CPU time (user + system) a process has used so far, in ms. */
+function cpuOf(pid: number | undefined): number {
+  if (!pid) return 0;
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime + stime in clock ticks (USER_HZ = 100)
+  } catch {
+    return 0;
+  }
+}
+
+async function round(spec: string, etcdPid: number | undefined, hosts: number, count: number, inFlight: number, tag: string): Promise<Run> {
   const self = fileURLToPath(import.meta.url);
   const procs = Array.from({ length: hosts }, (_, i) =>
     spawn(process.execPath, ['--import', 'tsx', self, '--child', spec, `${tag}-h${i}`, String(count), String(inFlight)], {
@@ -77,7 +94,7 @@ async function round(spec: string, hosts: number, count: number, inFlight: numbe
   const outs = procs.map((p) => {
     let buf = '';
     const ready = new Promise<void>((resolve) => p.stdout.on('data', (d) => (buf += d) && /READY\n/.test(buf) && resolve()));
-    const done = new Promise<{ lat: number[]; txns: number }>((resolve, reject) =>
+    const done = new Promise<{ lat: number[]; txns: number; cpuMs: number }>((resolve, reject) =>
       p.on('close', (code) => {
         const m = /RESULT (.*)\n/.exec(buf);
         if (code === 0 && m) resolve(JSON.parse(m[1]));
@@ -87,10 +104,12 @@ async function round(spec: string, hosts: number, count: number, inFlight: numbe
     return { ready, done };
   });
   await Promise.all(outs.map((o) => o.ready));
+  const etcd0 = cpuOf(etcdPid);
   const t0 = performance.now();
   for (const p of procs) p.stdin.end('go\n');
   const results = await Promise.all(outs.map((o) => o.done));
   const secs = (performance.now() - t0) / 1000;
+  const etcdCpu = cpuOf(etcdPid) - etcd0;
   const lat = results.flatMap((r) => r.lat).sort((a, b) => a - b);
   const txns = results.reduce((n, r) => n + r.txns, 0);
   return {
@@ -100,6 +119,8 @@ async function round(spec: string, hosts: number, count: number, inFlight: numbe
     p50ms: +pct(lat, 0.5).toFixed(2),
     p99ms: +pct(lat, 0.99).toFixed(2),
     txnsPerAlloc: +(txns / lat.length).toFixed(2),
+    clientCpuMs: +(results.reduce((n, r) => n + r.cpuMs, 0) / lat.length).toFixed(2),
+    etcdCpuMs: +(etcdCpu / lat.length).toFixed(2),
   };
 }
 
@@ -121,9 +142,9 @@ async function main(): Promise<void> {
     const one: Run[] = [];
     const eight: Run[] = [];
     for (let r = 0; r < rounds; r++) {
-      one.push(await round(etcd.url, 1, Number(values.count), inFlight, `s${r}`));
+      one.push(await round(etcd.url, etcd.members[0].proc?.pid, 1, Number(values.count), inFlight, `s${r}`));
       console.log(`1 host:  ${JSON.stringify(one[r])}`);
-      eight.push(await round(etcd.url, 8, Number(values['hosts8-count']), inFlight, `r${r}`));
+      eight.push(await round(etcd.url, etcd.members[0].proc?.pid, 8, Number(values['hosts8-count']), inFlight, `r${r}`));
       console.log(`8 hosts: ${JSON.stringify(eight[r])}`);
     }
     const version = /etcd Version: (\S+)/.exec(spawnSync('etcd', ['--version'], { encoding: 'utf8' }).stdout ?? '')?.[1];
