@@ -1,21 +1,23 @@
-// `blockspeaker run -c FILE`: the daemon. For now: the BGP speaker (with the config's static announcements) and
-// the JSON status endpoint. SIGTERM/SIGINT stop gracefully (exit 0), SIGHUP reloads the config.
+// `blockspeaker run -c FILE`: the node daemon's process (arguments, signals, run marker). The parts and their
+// wiring live in src/daemon/daemon.ts. SIGTERM/SIGINT stop gracefully (exit 0), SIGHUP reloads the config.
 import { mkdirSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino, type Logger as Pino } from 'pino';
-import { Speaker, type Logger, type PeerStatus } from '../bgp/speaker.ts';
-import { ConfigError, formatConfig, loadConfig, type Config, type ListenAddress } from '../config/config.ts';
-import { StatusServer } from '../status/http.ts';
+import { ConfigError, formatConfig, loadConfig, type Config } from '../config/config.ts';
+import { Daemon } from '../daemon/daemon.ts';
 import { CliError, parse, required } from './args.ts';
 
-const HELP = `usage: blockspeaker run -c FILE [--check] [--log-level LEVEL] [--run-dir DIR] [--restarted]
+const HELP = `usage: blockspeaker run -c FILE [--check] [--log-level LEVEL] [--run-dir DIR] [--restarted] [--dry-run]
 
-  Runs the node daemon with the config FILE (YAML or JSON; see DESIGN.md "Config file"): the BGP speaker with its
-  peers and static announcements (bgp.announce), and the JSON status endpoint (status.listen, default
-  127.0.0.1:9179: /status /peers /peers/ADDR /routes /healthz). Logs are JSON lines (pino) on stderr.
+  Runs the node daemon with the config FILE (YAML or JSON; see DESIGN.md "Config file"): IPAM on its store
+  (ipam.store; pools and Calico manifests from ipam.calico are added when missing), the BGP speaker with its peers,
+  static announcements and this node's IPAM blocks and borrowed addresses, the route programmer (dataplane:
+  none | linux | hns), the control socket (ipc.path: CLI and CNI plugin) and the status endpoint (status.listen,
+  default 127.0.0.1:9179: /status /peers /peers/ADDR /routes /ipam/pools /ipam/blocks /dataplane /healthz
+  /readyz /metrics). Logs are JSON lines (pino) on stderr.
 
-  Signals: SIGTERM, SIGINT  stop: Cease to every peer, then exit 0
+  Signals: SIGTERM, SIGINT  stop: Cease to every peer, close the control socket and the store, then exit 0
            SIGHUP           reload FILE: unchanged peers keep their sessions; a bad file is logged and ignored
 
   --check            validate FILE, print it with every default filled in, and exit (0 valid, 1 invalid)
@@ -24,6 +26,7 @@ const HELP = `usage: blockspeaker run -c FILE [--check] [--log-level LEVEL] [--r
                      daemon finds its marker at start, the last run did not stop cleanly (crash, kill -9), so it
                      restarts as a graceful-restart "restarting speaker": peers keep our routes meanwhile.
   --restarted        restart as a graceful-restart restarting speaker whatever the marker says
+  --dry-run          dataplane hns: plan against the in-memory fake HNS even on Windows
 `;
 
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
@@ -50,16 +53,6 @@ function defaultRunDir(): string {
     }
   }
   return join(tmpdir(), 'blockspeaker');
-}
-
-/** The speaker's Logger on top of pino (pino takes the fields first). */
-function speakerLogger(log: Pino): Logger {
-  return {
-    debug: (msg, f) => log.debug(f ?? {}, msg),
-    info: (msg, f) => log.info(f ?? {}, msg),
-    warn: (msg, f) => log.warn(f ?? {}, msg),
-    error: (msg, f) => log.error(f ?? {}, msg),
-  };
 }
 
 /**
@@ -93,9 +86,6 @@ class RunMarker {
   }
 }
 
-const sameListen = (a: ListenAddress | undefined, b: ListenAddress | undefined) =>
-  a?.address === b?.address && a?.port === b?.port;
-
 export async function run(argv: string[]): Promise<number> {
   const { values } = parse('run', argv, {
     config: { type: 'string', short: 'c' },
@@ -103,6 +93,7 @@ export async function run(argv: string[]): Promise<number> {
     'log-level': { type: 'string' },
     'run-dir': { type: 'string' },
     restarted: { type: 'boolean' },
+    'dry-run': { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   });
   if (values.help) {
@@ -113,7 +104,7 @@ export async function run(argv: string[]): Promise<number> {
   const level = values['log-level'] ?? 'info';
   if (!LEVELS.includes(level)) throw new CliError(`run: --log-level must be one of ${LEVELS.join(', ')}, got "${level}"`);
 
-  let cfg: Config = loadConfig(file); // a ConfigError ends the command: main prints it, exit 1
+  const cfg: Config = loadConfig(file); // a ConfigError ends the command: main prints it, exit 1
   if (values.check) {
     process.stdout.write(formatConfig(cfg));
     return 0;
@@ -129,31 +120,7 @@ export async function run(argv: string[]): Promise<number> {
   const restarted = marker.claim(log) || !!values.restarted;
   if (restarted) log.info({ marker: marker.path }, 'previous run did not stop cleanly: restarting speaker (graceful restart R bit)');
 
-  let speaker: Speaker | null = null;
-  const peerStates = new Map<string, string>();
-  const newSpeaker = (bgp: NonNullable<Config['bgp']>, isRestart: boolean): Speaker => {
-    const s = new Speaker(bgp, { logger: speakerLogger(log.child({ component: 'bgp' })), restarted: isRestart });
-    s.on('peer', (p: PeerStatus) => {
-      if (peerStates.get(p.address) === p.state) return;
-      peerStates.set(p.address, p.state);
-      log.info({ peer: p.address, asn: p.asn, state: p.state, lastError: p.lastError }, `peer ${p.address} ${p.state}`);
-    });
-    return s;
-  };
-
-  const status = new StatusServer({
-    version: ver,
-    startedAt,
-    node: () => cfg.node,
-    bgp: () => (cfg.bgp ? { asn: cfg.bgp.asn, routerId: cfg.bgp.routerId } : null),
-    peers: () => speaker?.peers() ?? [],
-    rib: () => speaker?.rib ?? null,
-  });
-  const startStatus = async (c: Config) => {
-    if (!c.status) return;
-    const a = await status.listen(c.status.listen.address, c.status.listen.port);
-    log.info({ address: a.address, port: a.port }, `status endpoint on http://${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}/status`);
-  };
+  const daemon = new Daemon({ file, config: cfg, log, version: ver, restarted, dryRun: !!values['dry-run'], startedAt });
 
   let stopping = false;
   let done!: (code: number) => void;
@@ -168,14 +135,7 @@ export async function run(argv: string[]): Promise<number> {
       marker.release();
       done(code);
     }, STOP_TIMEOUT_MS); // not unref'd: it must fire even when nothing else keeps the loop alive
-    try {
-      await Promise.all([
-        status.close().then(() => log.debug('status endpoint closed')),
-        speaker?.stop({ graceful: true }).then(() => log.debug('speaker stopped')),
-      ]);
-    } catch (e) {
-      log.error({ err: (e as Error).message }, 'error while stopping');
-    }
+    await daemon.stop();
     clearTimeout(timer);
     marker.release();
     log.info('stopped');
@@ -186,44 +146,11 @@ export async function run(argv: string[]): Promise<number> {
   let reloading: Promise<void> = Promise.resolve();
   const reload = async () => {
     if (stopping) return;
-    let next: Config;
     try {
-      next = loadConfig(file);
+      await daemon.reload();
     } catch (e) {
       const issues = e instanceof ConfigError ? e.issues.map((i) => `${i.path}: ${i.message}`) : [(e as Error).message];
       log.error({ config: file, errors: issues }, 'reload failed: config invalid, keeping the running config');
-      return;
-    }
-    if (next.node.name !== cfg.node.name) log.warn({ from: cfg.node.name, to: next.node.name }, 'node.name changes need a restart; ignored');
-    next = { ...next, node: { ...next.node, name: cfg.node.name } };
-    try {
-      if (speaker && next.bgp) await speaker.reconfigure(next.bgp);
-      else if (speaker && !next.bgp) {
-        await speaker.stop({ graceful: true });
-        speaker = null;
-        peerStates.clear();
-      } else if (!speaker && next.bgp) {
-        speaker = newSpeaker(next.bgp, false);
-        await speaker.start();
-      }
-      const was = cfg.status ? cfg.status.listen : undefined;
-      const now = next.status ? next.status.listen : undefined;
-      if (!sameListen(was, now)) {
-        await status.close();
-        try {
-          await startStatus(next);
-        } catch (e) {
-          // e.g. the new port is taken: keep serving where we were.
-          log.error({ err: (e as Error).message, listen: now }, 'status endpoint: cannot move; staying on the old address');
-          await startStatus(cfg);
-          next = { ...next, status: cfg.status };
-        }
-      }
-      cfg = next;
-      log.info({ config: file }, 'config reloaded');
-    } catch (e) {
-      cfg = next;
-      log.error({ err: (e as Error).message }, 'reload partly applied');
     }
   };
 
@@ -240,14 +167,8 @@ export async function run(argv: string[]): Promise<number> {
   for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(sig, onSignal);
 
   try {
-    if (cfg.bgp) {
-      speaker = newSpeaker(cfg.bgp, restarted);
-      await speaker.start();
-      const l = speaker.listening();
-      log.info({ asn: cfg.bgp.asn, routerId: cfg.bgp.routerId, listen: l, peers: cfg.bgp.peers.length, announce: cfg.bgp.announce.length },
-        'bgp started');
-    } else log.warn('no bgp section: the speaker does not run');
-    await startStatus(cfg);
+    await daemon.start();
+    log.info({ ready: daemon.ready() }, 'started');
   } catch (e) {
     log.fatal({ err: (e as Error).message }, 'cannot start');
     await stop('start failed', 1);

@@ -343,7 +343,7 @@ function pool(c: Checker, path: Path, v: unknown): PoolConfig | undefined {
 
 function ipamSection(c: Checker, v: unknown): IpamConfig | undefined {
   const P = ['ipam'];
-  const o = c.object(P, v, ['store', 'strictAffinity', 'maxBlocksPerHost', 'autoAllocateBlocks', 'ipCooldownSeconds', 'pools']);
+  const o = c.object(P, v, ['store', 'strictAffinity', 'maxBlocksPerHost', 'autoAllocateBlocks', 'ipCooldownSeconds', 'pools', 'calico']);
   if (!o) return undefined;
   const store = c.opt(o.store, DEFAULT_STORE, (x) => {
     const s = c.string([...P, 'store'], x);
@@ -360,6 +360,8 @@ function ipamSection(c: Checker, v: unknown): IpamConfig | undefined {
   const maxBlocksPerHost = c.opt(o.maxBlocksPerHost, 0, (x) => c.int([...P, 'maxBlocksPerHost'], x, 0, 1_000_000));
   const ipCooldownSeconds = c.opt(o.ipCooldownSeconds, 0, (x) => c.int([...P, 'ipCooldownSeconds'], x, 0, 86_400));
   const pools = c.list([...P, 'pools'], o.pools, (p, x) => pool(c, p, x));
+  // Paths only: the files are read (and their objects checked) by the daemon, which reports them by file and document.
+  const calico = c.opt(o.calico, [] as string[], (x) => c.list([...P, 'calico'], x, (p, f) => c.string(p, f)));
   const names = new Map<string, number>();
   if (Array.isArray(o.pools)) {
     o.pools.forEach((x, i) => {
@@ -369,8 +371,8 @@ function ipamSection(c: Checker, v: unknown): IpamConfig | undefined {
     });
   }
   if (store === undefined || strictAffinity === undefined || autoAllocateBlocks === undefined ||
-      maxBlocksPerHost === undefined || ipCooldownSeconds === undefined) return undefined;
-  return { store, strictAffinity, maxBlocksPerHost, autoAllocateBlocks, ipCooldownSeconds, pools };
+      maxBlocksPerHost === undefined || ipCooldownSeconds === undefined || calico === undefined) return undefined;
+  return { store, strictAffinity, maxBlocksPerHost, autoAllocateBlocks, ipCooldownSeconds, pools, calico };
 }
 
 // ---- dataplane, status, ipc ------------------------------------------------------------------------------------

@@ -100,6 +100,8 @@ export interface IpamConfig {
   autoAllocateBlocks: boolean;
   ipCooldownSeconds: number;
   pools: PoolConfig[];
+  /** Calico v3 manifest files (IPPool, BGPPeer, BGPConfiguration, IPAMConfiguration) merged in by the daemon. */
+  calico: string[];
 }
 
 export type DataplaneConfig =

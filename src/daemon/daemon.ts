@@ -1,0 +1,598 @@
+// The node daemon's wiring: config -> store -> IPAM -> speaker (RIB) -> announcer -> dataplane -> IPC and status.
+//
+//   IPAM store watch --> IpamAnnouncer --> speaker.announce/withdraw (RIB source "local") --> BGP export
+//   speaker.rib change feed --> remote routes --+
+//   announced local blocks ---------------------+--> Linux / HNS reconciler
+//
+// src/cli/run.ts owns the process (arguments, signals, run marker); this class owns the parts and their order.
+import { readFileSync } from 'node:fs';
+import { dirname, resolve as resolvePath } from 'node:path';
+import type { Logger as Pino } from 'pino';
+import { Counter, Gauge, Registry } from 'prom-client';
+import { describeAttrs } from '../bgp/codec/json.ts';
+import { Speaker, type Logger, type PeerStatus } from '../bgp/speaker.ts';
+import { importCalico } from '../config/calico.ts';
+import { ConfigError, loadConfig, type Config, type ListenAddress, type PoolConfig } from '../config/config.ts';
+import { buildDesired, type HnsConfig, RemoteRouteTable } from '../hns/desired.ts';
+import { FakeExecutor, FakeHns } from '../hns/fake.ts';
+import type { HnsExecutor } from '../hns/model.ts';
+import { PowerShellExecutor, processRunner } from '../hns/powershell.ts';
+import { HnsReconciler } from '../hns/reconcile.ts';
+import { Ipam } from '../ipam/ipam.ts';
+import type { BlockInfo, Pool } from '../ipam/types.ts';
+import { ipamHandlers } from '../ipc/ipam.ts';
+import { startIpcServer, type IpcServer } from '../ipc/server.ts';
+import { desiredRoutes, followRib, RemoteRoutes } from '../linux/desired.ts';
+import { IpRouteProgrammer } from '../linux/programmer.ts';
+import { LinuxReconciler } from '../linux/reconcile.ts';
+import { formatIP, formatPrefix, parseIP, parsePrefix, type Prefix } from '../net/ip.ts';
+import type { Rib } from '../rib/rib.ts';
+import { HttpError, StatusServer } from '../status/http.ts';
+import { openStore } from '../store/open.ts';
+import type { Store } from '../store/types.ts';
+import { IpamAnnouncer } from './announcer.ts';
+
+export interface DaemonOptions {
+  /** The config file (re-read on reload). */
+  file: string;
+  /** The config already loaded from `file`. */
+  config: Config;
+  log: Pino;
+  version: string;
+  /** Graceful-restart restarting speaker (R bit). */
+  restarted?: boolean;
+  /** HNS dataplane: use the in-memory fake even on Windows. */
+  dryRun?: boolean;
+  startedAt?: number;
+}
+
+/** Pool utilisation, summed over the pool's blocks. */
+export interface PoolUsage {
+  name: string;
+  cidr: string;
+  blockSize: number;
+  disabled: boolean;
+  blocks: number;
+  size: number;
+  allocated: number;
+  free: number;
+  reserved: number;
+  /** allocated / (size - reserved), 0..1. */
+  utilisation: number;
+}
+
+const STATE_NUMBER: Record<string, number> = { Idle: 1, Connect: 2, Active: 3, OpenSent: 4, OpenConfirm: 5, Established: 6 };
+
+const sameListen = (a: ListenAddress | undefined, b: ListenAddress | undefined) =>
+  a?.address === b?.address && a?.port === b?.port;
+
+const poolKey = (p: Pick<Pool, 'cidr' | 'blockSize' | 'nodeSelector' | 'disabled' | 'natOutgoing' | 'disableBGPExport'>) =>
+  JSON.stringify([p.cidr, p.blockSize, p.nodeSelector, p.disabled, p.natOutgoing, p.disableBGPExport]);
+
+/** The speaker's Logger on top of pino (pino takes the fields first). */
+export function speakerLogger(log: Pino): Logger {
+  return {
+    debug: (msg, f) => log.debug(f ?? {}, msg),
+    info: (msg, f) => log.info(f ?? {}, msg),
+    warn: (msg, f) => log.warn(f ?? {}, msg),
+    error: (msg, f) => log.error(f ?? {}, msg),
+  };
+}
+
+/** Calico manifests named by ipam.calico, merged into the config (the config's own settings win). */
+export function mergeCalico(cfg: Config, file: string, warn: (msg: string) => void): Config {
+  const paths = cfg.ipam?.calico ?? [];
+  if (!cfg.ipam || paths.length === 0) return cfg;
+  const pools = [...cfg.ipam.pools];
+  const ipam = { ...cfg.ipam, pools };
+  let bgp = cfg.bgp ? { ...cfg.bgp, peers: [...cfg.bgp.peers] } : null;
+  for (const rel of paths) {
+    const path = resolvePath(dirname(file), rel);
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch (e) {
+      throw new ConfigError(file, [{ path: 'ipam.calico', message: `cannot read ${path}: ${(e as Error).message}` }]);
+    }
+    const imp = importCalico(text, path, cfg.node.name, cfg.node.labels);
+    for (const w of imp.warnings) warn(`${path}: ${w}`);
+    for (const p of imp.pools) {
+      if (pools.some((x) => x.name === p.name)) warn(`${path}: pool ${p.name} is also in the config file; the config's wins`);
+      else pools.push(p);
+    }
+    if (imp.ipam.strictAffinity !== undefined) ipam.strictAffinity = imp.ipam.strictAffinity;
+    if (imp.ipam.maxBlocksPerHost !== undefined) ipam.maxBlocksPerHost = imp.ipam.maxBlocksPerHost;
+    if (imp.ipam.autoAllocateBlocks !== undefined) ipam.autoAllocateBlocks = imp.ipam.autoAllocateBlocks;
+    if (bgp) {
+      if (imp.asn !== undefined && imp.asn !== bgp.asn) warn(`${path}: BGPConfiguration asNumber ${imp.asn} differs from bgp.asn ${bgp.asn}; bgp.asn is used`);
+      for (const p of imp.peers) {
+        if (bgp.peers.some((x) => x.address === p.address)) warn(`${path}: peer ${p.address} is also in the config file; the config's wins`);
+        else bgp.peers.push(p);
+      }
+    } else if (imp.peers.length || imp.asn !== undefined) {
+      warn(`${path}: BGP peers/ASN ignored: the config has no bgp section (it needs at least a routerId)`);
+    }
+  }
+  bgp = bgp ?? null;
+  return { ...cfg, ipam, bgp };
+}
+
+export class Daemon {
+  cfg: Config;
+  speaker: Speaker | null = null;
+  store: Store | null = null;
+  ipam: Ipam | null = null;
+  announcer: IpamAnnouncer | null = null;
+  readonly status: StatusServer;
+  readonly metrics = new Registry();
+  /** Config problems that do not stop the daemon (a pool that differs from the store's, Calico fields we ignore). */
+  readonly warnings: string[] = [];
+  private ipc: IpcServer | null = null;
+  private readonly log: Pino;
+  private readonly startedAt: number;
+  private readonly peerStates = new Map<string, string>();
+  /** What the announcer announces now: the dataplane's "local" prefixes. */
+  private localPrefixes: readonly Prefix[] = [];
+  private dataplaneChanged: () => void = () => undefined;
+  private unfollow: (() => void) | null = null;
+  private linux: { reconciler: LinuxReconciler; remote: RemoteRoutes } | null = null;
+  private hns: { reconciler: HnsReconciler; remote: RemoteRouteTable; fake: FakeHns | null } | null = null;
+  private dataplaneErrors = 0;
+  private dataplaneLastSuccess: number | null = null;
+  private readonly readiness = { store: false, speaker: false, dataplane: false };
+  private stopped = false;
+
+  constructor(private readonly opts: DaemonOptions) {
+    this.log = opts.log;
+    this.startedAt = opts.startedAt ?? Date.now();
+    this.cfg = mergeCalico(opts.config, opts.file, (m) => this.warn(m));
+    this.status = new StatusServer({
+      version: opts.version,
+      startedAt: this.startedAt,
+      node: () => this.cfg.node,
+      bgp: () => (this.cfg.bgp ? { asn: this.cfg.bgp.asn, routerId: this.cfg.bgp.routerId } : null),
+      peers: () => this.speaker?.peers() ?? [],
+      rib: () => this.speaker?.rib ?? null,
+    });
+    this.status.route('/ipam/pools', async () => ({ body: await this.poolUsage() }));
+    this.status.route('/ipam/blocks', async (url) => ({ body: await this.blockUsage(url.searchParams.get('host') ?? undefined) }));
+    this.status.route('/dataplane', () => ({ body: this.dataplaneStatus() }));
+    this.status.route('/readyz', () => {
+      const r = this.ready();
+      return { status: r.ready ? 200 : 503, body: r };
+    });
+    this.status.route('/metrics', async () => ({ body: await this.metrics.metrics(), contentType: this.metrics.contentType.split(';')[0] }));
+    this.status.route('/warnings', () => ({ body: this.warnings }));
+    this.setupMetrics();
+  }
+
+  private warn(msg: string): void {
+    this.warnings.push(msg);
+    this.log.warn(msg);
+  }
+
+  // ---- lifecycle ------------------------------------------------------------------------------------------------
+
+  async start(): Promise<void> {
+    const cfg = this.cfg;
+    if (cfg.ipam) await this.startIpam();
+    this.readiness.store = true;
+    if (cfg.bgp) {
+      this.speaker = this.newSpeaker(cfg.bgp, !!this.opts.restarted);
+      await this.speaker.start();
+      this.log.info({ asn: cfg.bgp.asn, routerId: cfg.bgp.routerId, listen: this.speaker.listening(), peers: cfg.bgp.peers.length,
+        announce: cfg.bgp.announce.length }, 'bgp started');
+    } else this.log.warn('no bgp section: the speaker does not run');
+    this.readiness.speaker = true;
+    if (this.ipam) {
+      this.announcer = new IpamAnnouncer(this.ipam, cfg.node.name, {
+        announce: (p) => this.speaker?.announce(p),
+        withdraw: (p) => this.speaker?.withdraw(p) ?? false,
+      }, {
+        onChange: (d) => {
+          this.localPrefixes = this.announcer!.announced;
+          this.log.info({ add: d.add.map(formatPrefix), withdraw: d.withdraw.map(formatPrefix) }, 'announcements changed');
+          this.dataplaneChanged();
+        },
+        onError: (e) => this.log.error({ err: e.message }, 'announcer: cannot read the IPAM route view'),
+      });
+      await this.announcer.start();
+      this.localPrefixes = this.announcer.announced;
+    }
+    this.startDataplane();
+    if (cfg.ipc) await this.startIpc(cfg.ipc.path);
+    if (cfg.status) await this.startStatus(cfg);
+  }
+
+  private async startIpam(): Promise<void> {
+    const ic = this.cfg.ipam!;
+    this.store = await openStore(ic.store);
+    this.log.info({ store: ic.store }, 'store open');
+    const ipam = new Ipam(this.store);
+    await ipam.setHost({ name: this.cfg.node.name, os: this.cfg.node.os, labels: this.cfg.node.labels });
+    await ipam.setConfig({
+      strictAffinity: ic.strictAffinity, maxBlocksPerHost: ic.maxBlocksPerHost, autoAllocateBlocks: ic.autoAllocateBlocks,
+      ipCooldownSeconds: ic.ipCooldownSeconds,
+    });
+    await this.ensurePools(ipam, ic.pools);
+    this.ipam = ipam;
+  }
+
+  /** Add the config's pools the store lacks; a pool the store has with other settings is the store's (a warning). */
+  private async ensurePools(ipam: Ipam, pools: readonly PoolConfig[]): Promise<void> {
+    const have = new Map((await ipam.listPools()).map((p) => [p.name, p]));
+    for (const p of pools) {
+      const cur = have.get(p.name);
+      if (!cur) {
+        try {
+          await ipam.addPool(p);
+          this.log.info({ pool: p.name, cidr: p.cidr }, 'pool added');
+        } catch (e) {
+          // Another node may add it at the same moment (same settings: fine), or it overlaps a pool of another name.
+          const now = (await ipam.listPools()).find((x) => x.name === p.name);
+          if (!now) this.warn(`pool ${p.name}: not added: ${(e as Error).message}`);
+          else if (poolKey(now) !== poolKey(p)) this.warn(`pool ${p.name}: the store's settings differ from the config's; the store's are used`);
+        }
+      } else if (poolKey(cur) !== poolKey(p)) {
+        this.warn(`pool ${p.name}: the store has ${cur.cidr} /${cur.blockSize} (disabled ${cur.disabled}), the config ${p.cidr} /${p.blockSize} (disabled ${p.disabled}); the store's settings are used`);
+      }
+    }
+  }
+
+  private newSpeaker(bgp: NonNullable<Config['bgp']>, restarted: boolean): Speaker {
+    const s = new Speaker(bgp, { logger: speakerLogger(this.log.child({ component: 'bgp' })), restarted });
+    s.on('peer', (p: PeerStatus) => {
+      if (this.peerStates.get(p.address) === p.state) return;
+      this.peerStates.set(p.address, p.state);
+      this.log.info({ peer: p.address, asn: p.asn, state: p.state, lastError: p.lastError }, `peer ${p.address} ${p.state}`);
+    });
+    // A fresh speaker (bgp section added by a reload) gets what IPAM announces.
+    for (const p of this.announcer?.announced ?? []) s.announce(p);
+    return s;
+  }
+
+  private async startStatus(c: Config): Promise<void> {
+    if (!c.status) return;
+    const a = await this.status.listen(c.status.listen.address, c.status.listen.port);
+    this.log.info({ address: a.address, port: a.port }, `status endpoint on http://${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}/status`);
+  }
+
+  private async startIpc(path: string): Promise<void> {
+    const handlers = {
+      ...(this.ipam ? ipamHandlers(this.ipam, this.cfg.node.name, { log: (msg, f) => this.log.info(f ?? {}, msg) }) : {}),
+      'show.peers': () => this.speaker?.peers() ?? [],
+      'show.routes': (p: { prefix?: string; lpm?: string }) => this.routes(p),
+      'show.ipam': async () => ({ host: this.cfg.node.name, pools: await this.poolUsage(), blocks: await this.blockUsage(), announced: this.localPrefixes.map(formatPrefix) }),
+      'show.status': () => ({ node: this.cfg.node.name, asn: this.cfg.bgp?.asn ?? null, routerId: this.cfg.bgp?.routerId ?? null,
+        pid: process.pid, uptime: Math.floor((Date.now() - this.startedAt) / 1000), ready: this.ready() }),
+    };
+    this.ipc = await startIpcServer({
+      path,
+      handlers,
+      onError: (err, method) => this.log.warn({ err: (err as Error)?.message ?? String(err), method }, 'ipc request failed'),
+    });
+    this.log.info({ path }, 'control socket listening');
+  }
+
+  // ---- dataplane ------------------------------------------------------------------------------------------------
+
+  private startDataplane(): void {
+    const dp = this.cfg.dataplane;
+    const rib = this.speaker?.rib ?? null;
+    if (dp.kind === 'none') {
+      this.readiness.dataplane = true;
+      return;
+    }
+    if (dp.kind === 'linux') {
+      const owner = { table: dp.table, protocol: dp.protocol };
+      const remote = new RemoteRoutes();
+      const reconciler = new LinuxReconciler({
+        programmer: new IpRouteProgrammer(owner),
+        desired: () => desiredRoutes({ localBlocks: this.localPrefixes, remote: remote.values() }, owner),
+        onRun: (r) => {
+          if (r.ok) {
+            this.readiness.dataplane = true;
+            this.dataplaneLastSuccess = r.at;
+            if (r.planned.add + r.planned.replace + r.planned.delete > 0) this.log.info({ planned: r.planned, ops: r.ops }, 'routes programmed');
+          } else {
+            this.dataplaneErrors++;
+            this.log.error({ err: r.error, failed: r.failed }, 'route programming failed');
+          }
+        },
+      });
+      this.linux = { reconciler, remote };
+      this.dataplaneChanged = () => reconciler.changed();
+      if (rib) this.unfollow = followRib(rib, remote, () => reconciler.changed());
+      reconciler.start();
+      return;
+    }
+    // hns: the real HNS only on Windows; elsewhere (and with --dry-run) the in-memory fake, to see the plans.
+    const network = dp.network ?? 'blockspeaker';
+    let executor: HnsExecutor;
+    let fake: FakeHns | null = null;
+    if (process.platform === 'win32' && !this.opts.dryRun) executor = new PowerShellExecutor({ runner: processRunner(), network });
+    else {
+      fake = new FakeHns();
+      executor = new FakeExecutor(fake);
+      this.log.warn('dataplane hns: using the in-memory fake HNS (not Windows, or --dry-run); nothing is programmed');
+    }
+    const remote = new RemoteRouteTable();
+    const hnsConfig = (): HnsConfig => ({
+      mode: dp.mode,
+      network,
+      vni: dp.vni,
+      pools: (this.cfg.ipam?.pools ?? []).map((p) => ({ cidr: p.cidr, name: p.name, reservation: p.reservation, gateway: firstHost(p.cidr) })),
+    });
+    const reconciler = new HnsReconciler({
+      executor,
+      desired: () => buildDesired({ config: hnsConfig(), localBlocks: this.localPrefixes.map(formatPrefix), remoteRoutes: remote.values() }),
+      onPass: (r) => {
+        if (r.ok) {
+          this.readiness.dataplane = true;
+          this.dataplaneLastSuccess = r.at;
+        } else {
+          this.dataplaneErrors++;
+          this.log.error({ failed: r.failed, blocked: r.blocked.length }, 'hns programming failed');
+        }
+      },
+    });
+    this.hns = { reconciler, remote, fake };
+    this.dataplaneChanged = () => reconciler.notify();
+    if (rib) {
+      const unsub = rib.subscribe((batch) => {
+        if (remote.apply(batch)) reconciler.notify();
+      });
+      remote.apply([...rib.entries()].map((r) => ({ type: 'add' as const, prefix: r.prefix, best: r.best })));
+      this.unfollow = unsub;
+    }
+    reconciler.start();
+  }
+
+  private dataplaneStatus(): unknown {
+    const dp = this.cfg.dataplane;
+    const common = { kind: dp.kind, errors: this.dataplaneErrors, lastSuccess: this.dataplaneLastSuccess ? new Date(this.dataplaneLastSuccess).toISOString() : null };
+    if (this.linux) {
+      const s = this.linux.reconciler.status();
+      return { ...common, table: (dp as { table: number }).table, protocol: (dp as { protocol: number }).protocol, remoteRoutes: this.linux.remote.size,
+        localPrefixes: this.localPrefixes.map(formatPrefix), runs: s.runs, failures: s.failures, consecutiveFailures: s.consecutiveFailures,
+        lastRun: s.lastRun ?? null, lastPlan: s.lastPlan ?? null, lastError: s.lastError ?? null, drift: { repairs: s.driftRepairs, last: s.lastDrift ?? null } };
+    }
+    if (this.hns) {
+      const s = this.hns.reconciler.status();
+      return { ...common, fake: this.hns.fake !== null, remoteRoutes: this.hns.remote.size, localPrefixes: this.localPrefixes.map(formatPrefix),
+        passes: s.passes, consecutiveFailures: s.consecutiveFailures, lastPlan: s.lastPlan, lastError: s.lastError,
+        drift: { events: s.driftEvents, last: s.drift } };
+    }
+    return common;
+  }
+
+  // ---- views ----------------------------------------------------------------------------------------------------
+
+  ready(): { ready: boolean; store: boolean; speaker: boolean; dataplane: boolean } {
+    const r = this.readiness;
+    return { ready: r.store && r.speaker && r.dataplane && !this.stopped, ...r };
+  }
+
+  private needIpam(): Ipam {
+    if (!this.ipam) throw new HttpError(404, 'no ipam section in the config');
+    return this.ipam;
+  }
+
+  async blockUsage(host?: string): Promise<(BlockInfo & { utilisation: number })[]> {
+    const blocks = await this.needIpam().blocks(host);
+    return blocks.map((b) => ({ ...b, utilisation: ratio(b.allocated, b.size - b.reserved) }));
+  }
+
+  async poolUsage(): Promise<PoolUsage[]> {
+    const ipam = this.needIpam();
+    const [pools, blocks] = await Promise.all([ipam.listPools(), ipam.blocks()]);
+    return pools.map((p) => {
+      const mine = blocks.filter((b) => b.pool === p.name);
+      const sum = (k: 'size' | 'allocated' | 'free' | 'reserved') => mine.reduce((n, b) => n + b[k], 0);
+      const u = { size: sum('size'), allocated: sum('allocated'), free: sum('free'), reserved: sum('reserved') };
+      return { name: p.name, cidr: p.cidr, blockSize: p.blockSize, disabled: p.disabled, blocks: mine.length, ...u,
+        utilisation: ratio(u.allocated, u.size - u.reserved) };
+    });
+  }
+
+  /** Best routes for `show route`: all, one prefix, or the longest match for an address. */
+  routes(q: { prefix?: string; lpm?: string }): unknown[] {
+    const rib: Rib | null = this.speaker?.rib ?? null;
+    if (!rib) return [];
+    const describe = (prefix: Prefix, best: { source: string; attrs: Parameters<typeof describeAttrs>[0] }) => {
+      const a = describeAttrs(best.attrs, true);
+      return { prefix: formatPrefix(prefix), source: best.source, nextHop: best.attrs.nextHop ? formatIP(best.attrs.nextHop) : null,
+        asPath: a.AS_PATH ?? '', origin: a.ORIGIN ?? null };
+    };
+    if (q.lpm) {
+      const r = rib.lpm(parseIP(q.lpm));
+      return r ? [describe(r.prefix, r.best)] : [];
+    }
+    if (q.prefix) {
+      const p = parsePrefix(q.prefix);
+      const paths = rib.paths(p);
+      return paths.length ? [describe(p, paths[0])] : [];
+    }
+    const out: unknown[] = [];
+    for (const r of rib.entries()) {
+      out.push(describe(r.prefix, r.best));
+      if (out.length >= 10_000) break;
+    }
+    return out;
+  }
+
+  // ---- metrics --------------------------------------------------------------------------------------------------
+
+  private setupMetrics(): void {
+    const reg = this.metrics;
+    const daemon = this; // collect() runs with the metric as `this`
+    const peers = () => daemon.speaker?.peers() ?? [];
+    // Values are read from the parts at scrape time (collect), so nothing has to keep counters in step.
+    new Gauge({ name: 'blockspeaker_bgp_peer_state', help: 'BGP FSM state per peer: 1 Idle, 2 Connect, 3 Active, 4 OpenSent, 5 OpenConfirm, 6 Established',
+      labelNames: ['peer', 'asn'], registers: [reg],
+      collect() {
+        this.reset();
+        for (const p of peers()) this.set({ peer: p.address, asn: String(p.asn) }, STATE_NUMBER[p.state] ?? 0);
+      } });
+    new Gauge({ name: 'blockspeaker_bgp_peer_up', help: '1 when the session is Established', labelNames: ['peer'], registers: [reg],
+      collect() {
+        this.reset();
+        for (const p of peers()) this.set({ peer: p.address }, p.state === 'Established' ? 1 : 0);
+      } });
+    new Gauge({ name: 'blockspeaker_bgp_prefixes', help: 'Prefixes per peer: received (Adj-RIB-In), accepted (after import policy), sent (Adj-RIB-Out)',
+      labelNames: ['peer', 'kind'], registers: [reg],
+      collect() {
+        this.reset();
+        for (const p of peers()) {
+          for (const k of ['received', 'accepted', 'sent'] as const) this.set({ peer: p.address, kind: k }, p.prefixes[k]);
+        }
+      } });
+    new Counter({ name: 'blockspeaker_bgp_updates_total', help: 'UPDATE messages per peer and direction (this process)',
+      labelNames: ['peer', 'direction'], registers: [reg],
+      collect() {
+        this.reset();
+        for (const p of peers()) {
+          this.inc({ peer: p.address, direction: 'in' }, p.messages.updatesReceived);
+          this.inc({ peer: p.address, direction: 'out' }, p.messages.updatesSent);
+        }
+      } });
+    new Gauge({ name: 'blockspeaker_rib_routes', help: 'Routes in the Loc-RIB', registers: [reg],
+      collect() {
+        this.set(daemon.speaker?.rib.size ?? 0);
+      } });
+    new Gauge({ name: 'blockspeaker_ipam_addresses', help: 'IPAM addresses per pool in existing blocks, by state (allocated, free, reserved)',
+      labelNames: ['pool', 'state'], registers: [reg],
+      async collect() {
+        this.reset();
+        if (!daemon.ipam) return;
+        for (const p of await daemon.poolUsage()) {
+          for (const k of ['allocated', 'free', 'reserved'] as const) this.set({ pool: p.name, state: k }, p[k]);
+        }
+      } });
+    new Gauge({ name: 'blockspeaker_ipam_blocks', help: 'IPAM blocks per pool', labelNames: ['pool'], registers: [reg],
+      async collect() {
+        this.reset();
+        if (!daemon.ipam) return;
+        for (const p of await daemon.poolUsage()) this.set({ pool: p.name }, p.blocks);
+      } });
+    new Gauge({ name: 'blockspeaker_announced_prefixes', help: 'Prefixes this node announces from IPAM (blocks and borrowed host routes)', registers: [reg],
+      collect() {
+        this.set(daemon.localPrefixes.length);
+      } });
+    new Counter({ name: 'blockspeaker_dataplane_errors_total', help: 'Failed route programming runs', registers: [reg],
+      collect() {
+        this.reset();
+        this.inc(daemon.dataplaneErrors);
+      } });
+    new Gauge({ name: 'blockspeaker_dataplane_last_success_timestamp_seconds', help: 'When route programming last succeeded (0: never)', registers: [reg],
+      collect() {
+        this.set(daemon.dataplaneLastSuccess ? daemon.dataplaneLastSuccess / 1000 : 0);
+      } });
+    new Gauge({ name: 'blockspeaker_ready', help: '1 when the store is open, the speaker started and the first reconcile done', registers: [reg],
+      collect() {
+        this.set(daemon.ready().ready ? 1 : 0);
+      } });
+  }
+
+  // ---- reload and stop ------------------------------------------------------------------------------------------
+
+  /** Re-read the config file. Throws ConfigError (nothing changed) when it is invalid. */
+  async reload(): Promise<void> {
+    if (this.stopped) return;
+    let next = mergeCalico(loadConfig(this.opts.file), this.opts.file, (m) => this.warn(m));
+    const cfg = this.cfg;
+    if (next.node.name !== cfg.node.name) this.log.warn({ from: cfg.node.name, to: next.node.name }, 'node.name changes need a restart; ignored');
+    next = { ...next, node: { ...next.node, name: cfg.node.name } };
+    if (JSON.stringify(next.ipam?.store) !== JSON.stringify(cfg.ipam?.store) || !!next.ipam !== !!cfg.ipam) {
+      this.log.warn('ipam.store changes need a restart; ignored');
+      next = { ...next, ipam: next.ipam && cfg.ipam ? { ...next.ipam, store: cfg.ipam.store } : cfg.ipam };
+    }
+    if (JSON.stringify(next.dataplane) !== JSON.stringify(cfg.dataplane)) {
+      this.log.warn('dataplane changes need a restart; ignored');
+      next = { ...next, dataplane: cfg.dataplane };
+    }
+    if (JSON.stringify(next.ipc) !== JSON.stringify(cfg.ipc)) {
+      this.log.warn('ipc changes need a restart; ignored');
+      next = { ...next, ipc: cfg.ipc };
+    }
+    try {
+      if (this.ipam && next.ipam) {
+        const ic = next.ipam;
+        await this.ipam.setConfig({ strictAffinity: ic.strictAffinity, maxBlocksPerHost: ic.maxBlocksPerHost,
+          autoAllocateBlocks: ic.autoAllocateBlocks, ipCooldownSeconds: ic.ipCooldownSeconds });
+        await this.ensurePools(this.ipam, ic.pools);
+        await this.ipam.setHost({ name: next.node.name, os: next.node.os, labels: next.node.labels });
+      }
+      if (this.speaker && next.bgp) await this.speaker.reconfigure(next.bgp);
+      else if (this.speaker && !next.bgp) {
+        await this.speaker.stop({ graceful: true });
+        this.speaker = null;
+        this.peerStates.clear();
+      } else if (!this.speaker && next.bgp) {
+        this.speaker = this.newSpeaker(next.bgp, false);
+        await this.speaker.start();
+      }
+      const was = cfg.status ? cfg.status.listen : undefined;
+      const now = next.status ? next.status.listen : undefined;
+      if (!sameListen(was, now)) {
+        await this.status.close();
+        try {
+          await this.startStatus(next);
+        } catch (e) {
+          // e.g. the new port is taken: keep serving where we were.
+          this.log.error({ err: (e as Error).message, listen: now }, 'status endpoint: cannot move; staying on the old address');
+          await this.startStatus(cfg);
+          next = { ...next, status: cfg.status };
+        }
+      }
+      this.cfg = next;
+      this.log.info({ config: this.opts.file }, 'config reloaded');
+    } catch (e) {
+      this.cfg = next;
+      this.log.error({ err: (e as Error).message }, 'reload partly applied');
+    }
+  }
+
+  /** Stop everything, in reverse order; the store is closed last (the file store flushes on close). */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    const step = async (what: string, fn: () => unknown) => {
+      try {
+        await fn();
+        this.log.debug(`${what} stopped`);
+      } catch (e) {
+        this.log.error({ err: (e as Error).message }, `error while stopping ${what}`);
+      }
+    };
+    await Promise.all([
+      step('status endpoint', () => this.status.close()),
+      step('control socket', () => this.ipc?.close()),
+    ]);
+    this.announcer?.stop();
+    this.unfollow?.();
+    await step('dataplane', async () => {
+      await this.linux?.reconciler.stop();
+      this.hns?.reconciler.stop();
+    });
+    // Installed routes stay: pods keep forwarding while we are down (and peers keep ours under graceful restart).
+    await step('speaker', () => this.speaker?.stop({ graceful: true }));
+    await step('store', () => this.store?.close());
+  }
+}
+
+function ratio(a: number, b: number): number {
+  return b > 0 ? Math.round((a / b) * 10_000) / 10_000 : 0;
+}
+
+/** The pool's first host address: the gateway every block of the pool shares on HNS. */
+function firstHost(cidr: string): string {
+  const p = parsePrefix(cidr);
+  const text = formatPrefix(p).split('/')[0];
+  if (p.family === 4) {
+    const parts = text.split('.').map(Number);
+    parts[3] += 1;
+    return parts.join('.');
+  }
+  return formatIP(parseIP(text.endsWith('::') ? `${text}1` : text));
+}
