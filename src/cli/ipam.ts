@@ -21,6 +21,7 @@ commands:
   release-affinity --host H --cidr C [--require-empty]
   blocks [--host H]
   routes --host H
+  (--daemon [--socket PATH]: assign/release through the running daemon instead; see blockspeaker ipam --daemon --help)
   migrate --to etcd://HOST:PORT[,...] [--force]   copy every key of --store into another store (stop writers first);
                                                   refuses a target that already has IPAM keys unless --force
 `;
@@ -171,6 +172,8 @@ async function dispatch(ipam: Ipam, words: string[], argv: string[]): Promise<vo
 }
 
 export async function run(argv: string[]): Promise<number> {
+  // --daemon / --socket PATH: assign/release through the running daemon's control socket instead of the store.
+  if (argv.some((a) => a === '--daemon' || a === '--socket' || a.startsWith('--socket='))) return (await import('./show.ts')).ipamViaDaemon(argv);
   // Global options come before the command words: --store DIR (or BLOCKSPEAKER_STORE), --json (the default).
   let store = process.env.BLOCKSPEAKER_STORE;
   const rest: string[] = [];
