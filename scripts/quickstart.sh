@@ -1,15 +1,42 @@
 #!/usr/bin/env bash
-# `npm start`: the main job on the embedded store. Creates a pool and a host in ./var/blockspeaker (once), assigns
-# two addresses to the host and shows its blocks and routes. Run it again to see the same host keep its block.
+# `npm start`: a single-node demo of the daemon on the embedded store (fixtures/demo/node.yaml, state in ./var).
+# Starts `blockspeaker run`, assigns two pod addresses through its control socket (as the CNI plugin would), shows
+# what it holds and announces, then keeps running until Ctrl-C. Run it again: node-a keeps its block.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STORE=${BLOCKSPEAKER_STORE:-./var/blockspeaker}
-bs() { node bin/blockspeaker.js ipam --store "$STORE" "$@"; }
-if ! bs pool list | grep -q '"pods-v4"'; then
-  bs pool add --name pods-v4 --cidr 10.244.0.0/16 --block-size 26 >/dev/null
-  bs host set --name node-a --os linux --label rack=r1 >/dev/null
-  echo "created pool pods-v4 (10.244.0.0/16, /26 blocks) and host node-a in $STORE"
-fi
-echo "assign:  $(bs assign --host node-a --num4 2 --handle "demo-$(date +%s%N)")"
-echo "blocks:  $(bs blocks --host node-a)"
-echo "routes:  $(bs routes --host node-a)"
+CONF=fixtures/demo/node.yaml
+SOCK=./var/blockspeaker.sock
+mkdir -p var/run
+bs() { node bin/blockspeaker.js "$@"; }
+
+bs run -c "$CONF" --run-dir ./var/run 2>>var/blockspeaker.log &
+PID=$!
+stop() { kill -TERM "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; echo "daemon stopped"; }
+trap stop EXIT
+trap 'exit 0' INT TERM
+
+for _ in $(seq 1 100); do
+  bs show --socket "$SOCK" status >/dev/null 2>&1 && break
+  if ! kill -0 "$PID" 2>/dev/null; then echo "the daemon did not start; last log lines:" >&2; tail -5 var/blockspeaker.log >&2; exit 1; fi
+  sleep 0.2
+done
+
+echo "== blockspeaker run -c $CONF  (pid $PID, log: var/blockspeaker.log)"
+bs show --socket "$SOCK" status
+echo; echo "== two pod addresses through the control socket (handles demo-pod-1, demo-pod-2)"
+bs ipam --socket "$SOCK" assign --handle demo-pod-1
+bs ipam --socket "$SOCK" assign --handle demo-pod-2
+sleep 0.2
+echo; echo "== show ipam"; bs show --socket "$SOCK" ipam
+echo; echo "== show route"; bs show --socket "$SOCK" route
+cat <<TXT
+
+Query it while it runs (from another terminal, in $(pwd)):
+  curl -s http://127.0.0.1:9179/status          # also /peers /routes /ipam/pools /ipam/blocks /dataplane /readyz /metrics
+  node bin/blockspeaker.js show --socket $SOCK ipam      # or: peers, route [for ADDR], status; add --json
+  node bin/blockspeaker.js ipam --socket $SOCK assign --handle my-pod
+  node bin/blockspeaker.js ipam --socket $SOCK release --handle my-pod
+
+Ctrl-C stops the daemon.
+TXT
+wait "$PID"
