@@ -26,7 +26,7 @@ t.test('unknown outcomes are resolved from history', async (t) => {
 
   t.test('answer lost after the transaction applied: reported as applied, not sent again', async (t) => {
     const s = await viaProxy();
-    const cut = proxy.cut('cutAfterForward', { delayMs: 300, blackoutMs: 300 });
+    const cut = proxy.cut('cutAfterForward', { delayMs: 500, blackoutMs: 300 });
     const r = await s.txn([{ key: '/o/a', modRevision: 0 }], [{ type: 'put', key: '/o/a', value: 'mine' }]);
     await cut;
     t.equal(r.succeeded, true, 'succeeded');
@@ -38,7 +38,7 @@ t.test('unknown outcomes are resolved from history', async (t) => {
 
   t.test('answer lost, and the key changed by someone else before the client could look: still applied', async (t) => {
     const s = await viaProxy();
-    const cut = proxy.cut('cutAfterForward', { delayMs: 300, blackoutMs: 1500 });
+    const cut = proxy.cut('cutAfterForward', { delayMs: 500, blackoutMs: 1500 });
     const pending = s.txn([{ key: '/o/b', modRevision: 0 }], [{ type: 'put', key: '/o/b', value: 'mine' }]);
     await cut;
     // While the client cannot reach etcd, another writer replaces the value (so the current state alone no
@@ -81,7 +81,7 @@ t.test('unknown outcomes are resolved from history', async (t) => {
     await direct.put('/o/e', 'x');
     const s = await viaProxy();
     // delete() reads the key, then deletes it with a compare: the read goes through, the delete's answer is lost.
-    const cut = proxy.cut('cutAfterForward', { delayMs: 300, blackoutMs: 300, skip: 1 });
+    const cut = proxy.cut('cutAfterForward', { delayMs: 500, blackoutMs: 300, skip: 1 });
     const existed = await s.delete('/o/e');
     await cut;
     t.equal(existed, true, 'delete() still says the key existed');
@@ -91,7 +91,7 @@ t.test('unknown outcomes are resolved from history', async (t) => {
 
   t.test('etcd out of reach for longer than the retry window: "outcome unknown"', async (t) => {
     const s = await viaProxy(1500);
-    const cut = proxy.cut('cutAfterForward', { delayMs: 300, blackoutMs: 4000 });
+    const cut = proxy.cut('cutAfterForward', { delayMs: 500, blackoutMs: 4000 });
     await t.rejects(
       s.txn([{ key: '/o/f', modRevision: 0 }], [{ type: 'put', key: '/o/f', value: 'mine' }]),
       { name: 'StoreError', message: /outcome unknown.*127\.0\.0\.1/ },
