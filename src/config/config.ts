@@ -383,7 +383,7 @@ function dataplaneSection(c: Checker, v: unknown): DataplaneConfig | undefined {
   if (!isPlainObject(v)) return c.bad(P, 'a mapping with kind: none | linux | hns', v);
   const kind = c.opt(v.kind, 'none' as const, (x) => c.oneOf([...P, 'kind'], x, ['none', 'linux', 'hns'] as const));
   if (kind === undefined) {
-    c.object(P, v, ['kind', 'table', 'protocol', 'network', 'mode', 'vni']);
+    c.object(P, v, ['kind', 'table', 'protocol', 'bridge', 'network', 'mode', 'vni']);
     return undefined;
   }
   if (kind === 'none') {
@@ -391,11 +391,16 @@ function dataplaneSection(c: Checker, v: unknown): DataplaneConfig | undefined {
     return { kind };
   }
   if (kind === 'linux') {
-    const o = c.object(P, v, ['kind', 'table', 'protocol'])!;
+    const o = c.object(P, v, ['kind', 'table', 'protocol', 'bridge'])!;
     const table = c.opt(o.table, 254, (x) => c.int([...P, 'table'], x, 1, 4294967295));
     // Our own route protocol number, so the programmer can tell its routes from everyone else's.
     const protocol = c.opt(o.protocol, 201, (x) => c.int([...P, 'protocol'], x, 1, 255));
-    return table === undefined || protocol === undefined ? undefined : { kind, table, protocol };
+    const bridge = c.opt(o.bridge, undefined, (x) => {
+      const b = c.string([...P, 'bridge'], x);
+      return b !== undefined && !/^[^\s/:]{1,15}$/.test(b) ? c.bad([...P, 'bridge'], 'an interface name (1..15 characters, no spaces, "/" or ":")', b) : b;
+    });
+    if (table === undefined || protocol === undefined || (o.bridge !== undefined && bridge === undefined)) return undefined;
+    return bridge === undefined ? { kind, table, protocol } : { kind, table, protocol, bridge };
   }
   const o = c.object(P, v, ['kind', 'network', 'mode', 'vni'])!;
   const network = c.opt(o.network, undefined, (x) => c.string([...P, 'network'], x));

@@ -106,7 +106,14 @@ export interface IpamConfig {
 
 export type DataplaneConfig =
   | { kind: 'none' }
-  | { kind: 'linux'; table: number; protocol: number }
+  | {
+    kind: 'linux'; table: number; protocol: number;
+    /**
+     * Pods sit on this bridge, which holds the pool's subnet (the bridge CNI plugin with pool addressing): own
+     * blocks are not blackholed (that would shadow the bridge) and addresses this node borrowed get a /32 onto it.
+     */
+    bridge?: string;
+  }
   | { kind: 'hns'; network?: string; mode: 'l2bridge' | 'overlay'; vni?: number };
 
 export interface StatusConfig {

@@ -25,7 +25,7 @@ import { startIpcServer, type IpcServer } from '../ipc/server.ts';
 import { desiredRoutes, followRib, RemoteRoutes } from '../linux/desired.ts';
 import { IpRouteProgrammer } from '../linux/programmer.ts';
 import { LinuxReconciler } from '../linux/reconcile.ts';
-import { formatIP, formatPrefix, parseIP, parsePrefix, type Prefix } from '../net/ip.ts';
+import { formatIP, formatPrefix, maxLen, parseIP, parsePrefix, type IP, type Prefix } from '../net/ip.ts';
 import type { Rib } from '../rib/rib.ts';
 import { HttpError, StatusServer } from '../status/http.ts';
 import { openStore } from '../store/open.ts';
@@ -288,7 +288,7 @@ export class Daemon {
       const remote = new RemoteRoutes();
       const reconciler = new LinuxReconciler({
         programmer: new IpRouteProgrammer(owner),
-        desired: () => desiredRoutes({ localBlocks: this.localPrefixes, remote: remote.values() }, owner),
+        desired: () => this.linuxDesired(remote, owner, dp.bridge),
         onRun: (r) => {
           if (r.ok) {
             this.readiness.dataplane = true;
@@ -348,12 +348,27 @@ export class Daemon {
     reconciler.start();
   }
 
+  /**
+   * Own blocks are blackholed (an unused address must not follow a covering route out) unless pods sit on a bridge
+   * that holds the pool's subnet: then the bridge delivers them, and addresses this node borrowed from other
+   * hosts' blocks (host-length prefixes of what it announces) get a route onto the bridge, since the other host's
+   * block, learned over BGP, is more specific than the bridge's subnet.
+   */
+  private linuxDesired(remote: RemoteRoutes, owner: { table: number; protocol: number }, bridge: string | undefined) {
+    if (!bridge) return desiredRoutes({ localBlocks: this.localPrefixes, remote: remote.values() }, owner);
+    const own = this.localPrefixes.filter((p) => p.len === maxLen(p.family));
+    const onBridge = own.map((p) => ({ prefix: p, nextHop: prefixIP(p), dev: bridge, onlink: true }));
+    const ownKeys = new Set(own.map(formatPrefix));
+    const others = [...remote.values()].filter((r) => !ownKeys.has(formatPrefix(r.prefix)));
+    return desiredRoutes({ localBlocks: [], remote: [...others, ...onBridge] }, owner);
+  }
+
   private dataplaneStatus(): unknown {
     const dp = this.cfg.dataplane;
     const common = { kind: dp.kind, errors: this.dataplaneErrors, lastSuccess: this.dataplaneLastSuccess ? new Date(this.dataplaneLastSuccess).toISOString() : null };
     if (this.linux) {
       const s = this.linux.reconciler.status();
-      return { ...common, table: (dp as { table: number }).table, protocol: (dp as { protocol: number }).protocol, remoteRoutes: this.linux.remote.size,
+      return { ...common, table: (dp as { table: number }).table, protocol: (dp as { protocol: number }).protocol, bridge: (dp as { bridge?: string }).bridge ?? null, remoteRoutes: this.linux.remote.size,
         localPrefixes: this.localPrefixes.map(formatPrefix), runs: s.runs, failures: s.failures, consecutiveFailures: s.consecutiveFailures,
         lastRun: s.lastRun ?? null, lastPlan: s.lastPlan ?? null, lastError: s.lastError ?? null, drift: { repairs: s.driftRepairs, last: s.lastDrift ?? null } };
     }
@@ -579,6 +594,11 @@ export class Daemon {
     await step('speaker', () => this.speaker?.stop({ graceful: true }));
     await step('store', () => this.store?.close());
   }
+}
+
+/** The address of a host-length prefix. */
+function prefixIP(p: Prefix): IP {
+  return parseIP(formatPrefix(p).split('/')[0]);
 }
 
 function ratio(a: number, b: number): number {
