@@ -191,6 +191,7 @@ type Waiter<A, R> = { args: A; resolve: (r: R) => void; reject: (e: unknown) => 
 
 /** Runs queued requests for one key together; the next batch starts when the previous one is done. */
 class Batcher<A, R> {
+  static readonly maxItems = 64;
   private readonly queues = new Map<string, Waiter<A, R>[]>();
   private readonly running = new Set<string>();
   constructor(private readonly run: (key: string, items: A[]) => Promise<(R | Error)[]>) {}
@@ -211,9 +212,12 @@ class Batcher<A, R> {
   private async drain(key: string): Promise<void> {
     try {
       for (;;) {
-        const q = this.queues.get(key);
-        if (!q || q.length === 0) break;
-        this.queues.delete(key);
+        const pending = this.queues.get(key);
+        if (!pending || pending.length === 0) break;
+        // A batch is one transaction: keep it well inside etcd's 128 operations per transaction (a handle record
+        // per request plus the blocks they touch).
+        const q = pending.splice(0, Batcher.maxItems);
+        if (pending.length === 0) this.queues.delete(key);
         try {
           const results = await this.run(key, q.map((w) => w.args));
           q.forEach((w, i) => (results[i] instanceof Error ? w.reject(results[i]) : w.resolve(results[i] as R)));
