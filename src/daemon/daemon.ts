@@ -135,6 +135,8 @@ export class Daemon {
   private localPrefixes: readonly Prefix[] = [];
   private dataplaneChanged: () => void = () => undefined;
   private unfollow: (() => void) | null = null;
+  /** (Re)subscribe the dataplane to a speaker's RIB; a reload may add or remove the speaker. */
+  private follow: (rib: Rib | null) => void = () => undefined;
   private linux: { reconciler: LinuxReconciler; remote: RemoteRoutes } | null = null;
   private hns: { reconciler: HnsReconciler; remote: RemoteRouteTable; fake: FakeHns | null } | null = null;
   private dataplaneErrors = 0;
@@ -302,7 +304,16 @@ export class Daemon {
       });
       this.linux = { reconciler, remote };
       this.dataplaneChanged = () => reconciler.changed();
-      if (rib) this.unfollow = followRib(rib, remote, () => reconciler.changed());
+      this.follow = (r) => {
+        this.unfollow?.();
+        this.unfollow = null;
+        if (r) this.unfollow = followRib(r, remote, () => reconciler.changed());
+        else {
+          remote.load([]);
+          reconciler.changed();
+        }
+      };
+      this.follow(rib);
       reconciler.start();
       return;
     }
@@ -338,13 +349,20 @@ export class Daemon {
     });
     this.hns = { reconciler, remote, fake };
     this.dataplaneChanged = () => reconciler.notify();
-    if (rib) {
-      const unsub = rib.subscribe((batch) => {
-        if (remote.apply(batch)) reconciler.notify();
-      });
-      remote.apply([...rib.entries()].map((r) => ({ type: 'add' as const, prefix: r.prefix, best: r.best })));
-      this.unfollow = unsub;
-    }
+    this.follow = (r) => {
+      this.unfollow?.();
+      this.unfollow = null;
+      // Start from nothing, then the new RIB's snapshot and its change feed.
+      remote.apply([...remote.values()].map((x) => ({ type: 'withdraw' as const, prefix: x.prefix as Prefix })));
+      if (r) {
+        this.unfollow = r.subscribe((batch) => {
+          if (remote.apply(batch)) reconciler.notify();
+        });
+        remote.apply([...r.entries()].map((e) => ({ type: 'add' as const, prefix: e.prefix, best: e.best })));
+      }
+      reconciler.notify();
+    };
+    this.follow(rib);
     reconciler.start();
   }
 
@@ -543,9 +561,11 @@ export class Daemon {
         await this.speaker.stop({ graceful: true });
         this.speaker = null;
         this.peerStates.clear();
+        this.follow(null);
       } else if (!this.speaker && next.bgp) {
         this.speaker = this.newSpeaker(next.bgp, false);
         await this.speaker.start();
+        this.follow(this.speaker.rib);
       }
       const was = cfg.status ? cfg.status.listen : undefined;
       const now = next.status ? next.status.listen : undefined;

@@ -144,10 +144,11 @@ ipc: { path: ${sock} }
   await waitFor('session Established', async () => (await d.get('/peers/127.0.0.3')).body?.state === 'Established');
 
   // ---- assign through the control socket: the block reaches the peer (order, not timing)
+  // Nothing from the pool is at the peer before the assign (the UPDATE may then overtake the IPC reply).
+  t.notOk([...peer.rib.entries()].some((r) => r.prefix.toString().startsWith('10.244.')), 'no pool block at the peer before the assign');
   const a = await ipcRequest<AssignReply>(sock, 'ipam.assign', { handle: 'pod-1' });
   t.equal(a.ips.length, 1);
   const block = a.ips[0].block;
-  t.equal(peer.rib.paths(parsePrefix(block)).length, 0, 'not at the peer before the announcement');
   await waitFor(`peer has ${block}`, () => peer.rib.paths(parsePrefix(block)).length > 0);
   t.ok(peer.rib.paths(parsePrefix('192.0.2.0/24')).length > 0, 'static announcement at the peer too');
 
