@@ -1,0 +1,58 @@
+// Per-process figures from /proc, for benches that measure daemons they did not write (BIRD, GoBGP) the same way
+// as ours: CPU time (utime + stime) and memory high-water mark (VmHWM).
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+
+let clkTck = 0;
+function ticksPerSecond(): number {
+  if (!clkTck) {
+    try {
+      clkTck = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+    } catch {
+      clkTck = 100;
+    }
+  }
+  return clkTck;
+}
+
+/** Fields of /proc/PID/stat after the command name (index 0 = state, the stat(5) field 3). */
+function statFields(pid: number | 'self'): string[] {
+  const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return s.slice(s.lastIndexOf(')') + 2).split(' ');
+}
+
+/** CPU time of the process itself (user + system), ms. */
+export function cpuMs(pid: number): number {
+  const f = statFields(pid);
+  return ((Number(f[11]) + Number(f[12])) * 1000) / ticksPerSecond();
+}
+
+/** CPU time of this process's waited-for children (cutime + cstime), ms: what short-lived pollers cost. */
+export function childrenCpuMs(): number {
+  const f = statFields('self');
+  return ((Number(f[13]) + Number(f[14])) * 1000) / ticksPerSecond();
+}
+
+function statusKb(pid: number, key: string): number {
+  const m = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) : NaN;
+}
+
+/** Peak resident set size (VmHWM), MB. */
+export function peakRssMB(pid: number): number {
+  return statusKb(pid, 'VmHWM') / 1024;
+}
+
+/** Current resident set size (VmRSS), MB. */
+export function rssMB(pid: number): number {
+  return statusKb(pid, 'VmRSS') / 1024;
+}
+
+/** The command name (/proc/PID/comm), or null when the process is gone. */
+export function comm(pid: number): string | null {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+  } catch {
+    return null;
+  }
+}
