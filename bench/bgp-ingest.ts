@@ -812,6 +812,7 @@ interface BgperfResult {
   resolutionMs: number;
   polls: number;
   load1: number;
+  profile?: ProfileSummary;
 }
 
 async function bgperf(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Promise<Map<Kind, BgperfResult>> {
@@ -847,9 +848,14 @@ async function bgperf(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Pr
       fromLastEstablishedMs: r0(doneAt - last),
       cpuMs: r0(cpu), peakRssMB: r1(hwm), resolutionMs: r0(exact !== null ? 0 : (w.doneAt - lower) / 2), polls: w.polls, load1: r1(load1),
     };
+    if (kind === 'blockspeaker' && rcv.profile) {
+      const f = rcv.profile();
+      if (f) res.profile = summarizeProfile(f, tEnable - monoOffset, doneAt - monoOffset);
+    }
     results.set(kind, res);
     log(`  ${kind.padEnd(12)} ${fmtS(res.ms).padStart(9)} from enable, ${fmtS(res.fromFirstEstablishedMs)} from first Established,` +
       ` ${fmtS(res.fromLastEstablishedMs)} from last (sessions up over ${fmtS(res.establishSpreadMs)}; ${res.resolutionMs ? `±${res.resolutionMs} ms` : 'exact'})  CPU ${fmtS(cpu)}  peak RSS ${r0(hwm)} MB  [load ${r1(load1)}]`);
+    if (res.profile) printProfile(res.profile);
   }
   return results;
 }

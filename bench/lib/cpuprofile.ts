@@ -64,7 +64,9 @@ export function summarizeProfile(file: string, fromMs: number | null = null, toM
     const cf = node.callFrame;
     if (cf.functionName === '(idle)') continue;
     const file = cf.url ? shortUrl(cf.url) : cf.functionName;
-    const name = cf.url ? `${cf.functionName || '(anonymous)'} ${file}:${cf.lineNumber + 1}` : cf.functionName;
+    // Code run through tsx reports line 0 for everything (no source maps in profiles): then the file is enough.
+    const line = cf.lineNumber > 0 ? `:${cf.lineNumber + 1}` : '';
+    const name = cf.url ? `${cf.functionName || '(anonymous)'} ${file}${line}` : cf.functionName;
     fn.set(name, (fn.get(name) ?? 0) + dt);
     files.set(file, (files.get(file) ?? 0) + dt);
     total += dt;
