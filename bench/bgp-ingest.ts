@@ -832,15 +832,16 @@ async function bgperf(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Pr
     await birdc(sender.ctl, ['enable', `"q${k}_*"`]);
     const w = await waitHeld(rcv, expected, tEnable, () => birdc(sender.ctl, ['show', 'status']).then(() => {}));
     const cpu = cpuMs(rcv.pid) - cpu0;
-    const exact = rcv.exactDoneAt?.() ?? null;
-    const lower = Math.max(w.prevAt, tEnable);
-    const doneAt = exact ?? (lower + w.doneAt) / 2;
     const hwm = peakRssMB(rcv.pid);
     const sessions = [...birdSessions(await birdc(sender.ctl, ['show', 'protocols', `"q${k}_*"`])).values()];
     const up = sessions.filter((s) => s.established);
     if (up.length !== BGPERF_PEERS) log(`  ${kind}: only ${up.length} of ${BGPERF_PEERS} sessions Established at the end`);
     const first = Math.min(...up.map((s) => s.since));
     const last = Math.max(...up.map((s) => s.since));
+    // Every session carries prefixes of its own: nothing is complete before the last one is up.
+    const exact = rcv.exactDoneAt?.() ?? null;
+    const lower = Math.max(w.prevAt, tEnable, last);
+    const doneAt = exact ?? (lower + w.doneAt) / 2;
     await rcv.stop();
     await birdc(sender.ctl, ['disable', `"q${k}_*"`]);
     const res: BgperfResult = {
