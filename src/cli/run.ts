@@ -17,7 +17,9 @@ const HELP = `usage: blockspeaker run -c FILE [--check] [--log-level LEVEL] [--r
   default 127.0.0.1:9179: /status /peers /peers/ADDR /routes /ipam/pools /ipam/blocks /dataplane /healthz
   /readyz /metrics). Logs are JSON lines (pino) on stderr.
 
-  Signals: SIGTERM, SIGINT  stop: Cease to every peer, close the control socket and the store, then exit 0
+  Signals: SIGTERM          graceful-restart stop: sessions closed without NOTIFICATION, so peers keep our routes
+                           (stale) until we are back; routes stay installed; store closed; exit 0
+           SIGINT           full stop: Cease to every peer (they drop our routes), store closed, exit 0
            SIGHUP           reload FILE: unchanged peers keep their sessions; a bad file is logged and ignored
 
   --check            validate FILE, print it with every default filled in, and exit (0 valid, 1 invalid)
@@ -132,12 +134,15 @@ export async function run(argv: string[]): Promise<number> {
     log.info({ reason: why }, 'stopping');
     const timer = setTimeout(() => {
       log.warn({ timeoutMs: STOP_TIMEOUT_MS }, 'stop timed out; exiting anyway');
-      marker.release();
+      if (why !== 'SIGTERM') marker.release();
       done(code);
     }, STOP_TIMEOUT_MS); // not unref'd: it must fire even when nothing else keeps the loop alive
-    await daemon.stop();
+    // SIGTERM is a restart (rolling update, reboot): peers keep our routes under graceful restart, and the marker
+    // stays so the next start announces itself as a restarting speaker (R bit). Anything else is a full stop.
+    const restart = why === 'SIGTERM';
+    await daemon.stop({ restart });
     clearTimeout(timer);
-    marker.release();
+    if (!restart) marker.release();
     log.info('stopped');
     done(code);
   };

@@ -589,7 +589,13 @@ export class Daemon {
   }
 
   /** Stop everything, in reverse order; the store is closed last (the file store flushes on close). */
-  async stop(): Promise<void> {
+  /**
+   * Stop everything. `restart: true` (SIGTERM) is a graceful-restart stop: the BGP sessions are closed without a
+   * NOTIFICATION, so peers that negotiated graceful restart keep our routes (stale) until we are back and send
+   * End-of-RIB; the dataplane routes stay installed, so forwarding goes on meanwhile. `restart: false` (SIGINT, or
+   * a node going away) sends Cease to every peer, which drop our routes at once.
+   */
+  async stop(opts: { restart?: boolean } = {}): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     const step = async (what: string, fn: () => unknown) => {
@@ -611,7 +617,7 @@ export class Daemon {
       this.hns?.reconciler.stop();
     });
     // Installed routes stay: pods keep forwarding while we are down (and peers keep ours under graceful restart).
-    await step('speaker', () => this.speaker?.stop({ graceful: true }));
+    await step('speaker', () => this.speaker?.stop({ graceful: !opts.restart }));
     await step('store', () => this.store?.close());
   }
 }

@@ -114,12 +114,12 @@ export class Ours {
     await exited;
   }
 
-  /** SIGTERM; resolves with the exit code. */
-  async stop(): Promise<number | null> {
+  /** Stop with a signal (SIGTERM: graceful-restart stop; SIGINT: Cease); resolves with the exit code. */
+  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
     const c = this.child;
     if (!c || c.exitCode !== null || c.signalCode !== null) return c?.exitCode ?? null;
     const exited = new Promise<number | null>((r) => c.once('exit', (code) => r(code)));
-    c.kill('SIGTERM');
+    c.kill(signal);
     return exited;
   }
 

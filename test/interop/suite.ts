@@ -235,7 +235,7 @@ export async function interopSuite(t: Test, kind: PeerKind): Promise<void> {
     t.pass('sessions back with the right AS');
   });
 
-  t.equal(await us.stop(), 0, 'our speaker stops cleanly (exit 0)');
+  t.equal(await us.stop('SIGINT'), 0, 'our speaker stops cleanly on SIGINT (exit 0)');
   await us.wait(async () => !(await peer.routes('ipv4')).some((r) => r.prefix === '10.100.0.0/24'),
     `${kind} drops our routes after our Cease`, { peers });
   t.pass('Cease on stop: the peer drops our routes at once');
