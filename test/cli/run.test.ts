@@ -4,35 +4,14 @@
 import t from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort, waitFor as waitForShared } from '../lib/wait.ts';
 
 const bin = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
 
-async function freePort(host: string): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve, reject) => s.once('error', reject).listen(0, host, resolve));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
-async function waitFor<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v;
-      last = v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const waitFor = <T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 15_000) =>
+  waitForShared(what, fn, timeoutMs, 100);
 
 interface Daemon {
   child: ChildProcess;

@@ -4,7 +4,6 @@
 import t from 'tap';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Speaker } from '../../src/bgp/speaker.ts';
@@ -13,34 +12,14 @@ import type { AssignReply } from '../../src/ipc/protocol.ts';
 import { Ipam } from '../../src/ipam/ipam.ts';
 import { parsePrefix } from '../../src/net/ip.ts';
 import { openFileStore } from '../../src/store/file.ts';
+import { freePort, waitFor as waitForShared } from '../lib/wait.ts';
 
 const bin = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
 // The sources under test, whatever an older dist/ holds.
 const env = { ...process.env, BLOCKSPEAKER_FROM_SOURCE: '1' };
 
-async function freePort(host: string): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve, reject) => s.once('error', reject).listen(0, host, resolve));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
-async function waitFor<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v;
-      last = v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const waitFor = <T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 20_000) =>
+  waitForShared(what, fn, timeoutMs, 50);
 
 interface Child {
   child: ChildProcess;
