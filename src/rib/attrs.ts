@@ -108,12 +108,18 @@ function cmpTuple(a: readonly number[], b: readonly number[]): number {
   return 0;
 }
 
+// Most attribute sets have no extended/large communities, cluster list or unknown attributes: they all share this
+// one frozen empty list instead of holding an array object each (a full table has ~350k distinct sets).
+const EMPTY: readonly never[] = Object.freeze([]);
+
 function sortedUnique(xs: readonly number[], what: string): readonly number[] {
+  if (xs.length === 0) return EMPTY;
   const out = xs.map((x) => u32(x, what)).sort((a, b) => a - b);
   return Object.freeze(out.filter((x, i) => i === 0 || x !== out[i - 1]));
 }
 
 function sortedUniqueTuples<T extends readonly number[]>(xs: readonly T[], width: number, what: string): readonly T[] {
+  if (xs.length === 0) return EMPTY;
   const out = xs.map((t) => {
     if (t.length !== width) throw new AttrError(`${what} must have ${width} parts, got ${t.length}`);
     return Object.freeze(t.map((x) => u32(x, what))) as unknown as T;
@@ -144,6 +150,7 @@ function normaliseAsPath(path: AsPath): AsPath {
       out.push({ type: seg.type, asns });
     }
   }
+  if (out.length === 0) return EMPTY;
   for (const seg of out) {
     Object.freeze(seg.asns);
     Object.freeze(seg);
@@ -161,7 +168,7 @@ function copyIP(ip: IP | null | undefined, what: string): IP | null {
 export function makeAttrs(init: AttrsInit = {}): PathAttrs {
   const origin = init.origin ?? Origin.IGP;
   if (origin !== 0 && origin !== 1 && origin !== 2) throw new AttrError(`bad ORIGIN ${origin}`);
-  const unknown = [...(init.unknown ?? [])]
+  const unknown = (init.unknown ?? EMPTY)
     .map((r): RawAttr => {
       if (!Number.isInteger(r.type) || r.type < 0 || r.type > 255) throw new AttrError(`bad attribute type ${r.type}`);
       if (!Number.isInteger(r.flags) || r.flags < 0 || r.flags > 255) throw new AttrError(`bad attribute flags ${r.flags}`);
@@ -187,8 +194,8 @@ export function makeAttrs(init: AttrsInit = {}): PathAttrs {
     extCommunities: sortedUniqueTuples(init.extCommunities ?? [], 2, 'extended community'),
     largeCommunities: sortedUniqueTuples(init.largeCommunities ?? [], 3, 'large community'),
     originatorId: init.originatorId === undefined ? undefined : u32(init.originatorId, 'ORIGINATOR_ID'),
-    clusterList: Object.freeze((init.clusterList ?? []).map((c) => u32(c, 'CLUSTER_ID'))),
-    unknown: Object.freeze(unknown),
+    clusterList: init.clusterList?.length ? Object.freeze(init.clusterList.map((c) => u32(c, 'CLUSTER_ID'))) : EMPTY,
+    unknown: unknown.length ? Object.freeze(unknown) : EMPTY,
     hash: 0,
     asPathLen: 0,
     neighbourAsn: 0,
