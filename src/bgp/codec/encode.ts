@@ -447,6 +447,14 @@ export interface UpdateInput {
   mpUnreach?: { afi: number; safi: number; withdrawn: PrefixSource; raw?: Uint8Array } | null;
 }
 
+/** An MP_REACH/MP_UNREACH attribute for a family we do not parse: AFI, SAFI, then the bytes as received. */
+function rawMp(type: number, afi: number, safi: number, raw: Uint8Array): Piece {
+  return fixed(type, 3 + raw.length, (b, p) => {
+    b[w16(b, p, afi)] = safi;
+    b.set(raw, p + 3);
+  });
+}
+
 /** One UPDATE with exactly the given content; throws EncodeError when it does not fit one message. */
 export function encodeUpdate(u: UpdateInput, opts: EncodeOptions = {}): Buffer {
   const wr = new PrefixReader(u.withdrawn ?? []);
@@ -456,11 +464,7 @@ export function encodeUpdate(u: UpdateInput, opts: EncodeOptions = {}): Buffer {
   const mpu = u.mpUnreach ?? null;
   if (mpr) {
     if (mpr.raw) {
-      const raw = mpr.raw;
-      pieces.push(fixed(AttrType.MP_REACH_NLRI, 3 + raw.length, (b, p) => {
-        b[w16(b, p, mpr.afi)] = mpr.safi;
-        b.set(raw, p + 3);
-      }));
+      pieces.push(rawMp(AttrType.MP_REACH_NLRI, mpr.afi, mpr.safi, mpr.raw));
     } else {
       const fam = familyOf(mpr.afi, mpr.safi);
       const r = new PrefixReader(mpr.nlri);
@@ -478,11 +482,7 @@ export function encodeUpdate(u: UpdateInput, opts: EncodeOptions = {}): Buffer {
   }
   if (mpu) {
     if (mpu.raw) {
-      const raw = mpu.raw;
-      pieces.push(fixed(AttrType.MP_UNREACH_NLRI, 3 + raw.length, (b, p) => {
-        b[w16(b, p, mpu.afi)] = mpu.safi;
-        b.set(raw, p + 3);
-      }));
+      pieces.push(rawMp(AttrType.MP_UNREACH_NLRI, mpu.afi, mpu.safi, mpu.raw));
     } else {
       const fam = familyOf(mpu.afi, mpu.safi);
       const r = new PrefixReader(mpu.withdrawn);
