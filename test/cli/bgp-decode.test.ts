@@ -1,25 +1,11 @@
 // `blockspeaker bgp decode`: the real command on hand-made messages, from arguments, files (hex and binary) and
 // stdin; malformed input prints the NOTIFICATION or RFC 7606 action and exits 1.
 import t from 'tap';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-const bin = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
-
-function runCli(args: string[], stdin: string | Buffer = ''): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(stdin);
-  });
-}
+import { runCli } from '../lib/cli.ts';
 
 const lines = (s: string) => s.trimEnd().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
 

@@ -1,6 +1,5 @@
 // `blockspeaker rib lpm`: spawn the real command and check its answers against a brute-force oracle.
 import t from 'tap';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,20 +7,7 @@ import { gzipSync } from 'node:zlib';
 import { IP, type Prefix, formatIP, ipAt, prefixContainsIP, prefixSize } from '../../src/net/ip.ts';
 import { generateTable, mulberry32 } from '../../src/rib/tablegen.ts';
 
-const bin = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
-
-function runCli(args: string[], stdin: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(stdin);
-  });
-}
+import { runCli } from '../lib/cli.ts';
 
 function oracle(prefixes: Prefix[], ip: IP): string {
   let best: Prefix | undefined;

@@ -1,27 +1,16 @@
 // `blockspeaker hns plan`, spawned for real: JSON ops, --emit-actual round trip to [], --powershell, --desired
 // files, Get-HnsNetwork JSON with foreign objects, blocked ops on stderr, and errors that name the flag.
 import t from 'tap';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { HnsOp } from '../../src/hns/model.ts';
 import { summary } from './helpers.ts';
 
-const bin = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
-const fixture = new URL('../../fixtures/hns/actual-l2bridge.json', import.meta.url).pathname;
+import { blockspeakerBin as bin, runCli } from '../lib/cli.ts';
 
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, 'hns', 'plan', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const cli = (args: string[]) => runCli(['hns', 'plan', ...args]);
+const fixture = new URL('../../fixtures/hns/actual-l2bridge.json', import.meta.url).pathname;
 
 const dir = mkdtempSync(join(tmpdir(), 'hns-cli-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
