@@ -128,14 +128,19 @@ function sortedUniqueTuples<T extends readonly number[]>(xs: readonly T[], width
   return Object.freeze(out.filter((t, i) => i === 0 || cmpTuple(t, out[i - 1]) !== 0));
 }
 
-function normaliseAsPath(path: AsPath): AsPath {
+/**
+ * The normal form of an AS_PATH: empty segments dropped, sets sorted and de-duplicated, adjacent sequences of the
+ * same type joined; frozen. A path already in normal form can be given to adoptAttrs as it is (the codec caches
+ * normalised paths by their wire bytes, so a full table's ~350k attribute sets share a few thousand paths).
+ */
+export function normaliseAsPath(path: AsPath, trusted = false): AsPath {
   const out: AsPathSegment[] = [];
   for (const seg of path) {
     if (seg.type < 1 || seg.type > 4 || !Number.isInteger(seg.type)) {
       throw new AttrError(`unknown AS_PATH segment type ${seg.type}`);
     }
     if (seg.asns.length === 0) continue; // an empty segment says nothing
-    let asns = seg.asns.map((a) => u32(a, 'ASN'));
+    let asns = trusted ? (seg.asns as number[]) : seg.asns.map((a) => u32(a, 'ASN'));
     const isSet = seg.type === SegmentType.AS_SET || seg.type === SegmentType.AS_CONFED_SET;
     if (isSet) {
       // Order inside a set carries no meaning.
@@ -147,7 +152,7 @@ function normaliseAsPath(path: AsPath): AsPath {
       // Sequences longer than 255 ASNs arrive split over several segments; joined they mean the same path.
       out[out.length - 1] = { type: seg.type, asns: [...last.asns, ...asns] };
     } else {
-      out.push({ type: seg.type, asns });
+      out.push(trusted && asns === seg.asns ? seg : { type: seg.type, asns });
     }
   }
   if (out.length === 0) return EMPTY;
@@ -164,11 +169,59 @@ function copyIP(ip: IP | null | undefined, what: string): IP | null {
   return ip;
 }
 
+// Sorted and unique already (the usual case on the wire): adopt the caller's array as it is.
+function isSortedUnique(xs: readonly number[]): boolean {
+  for (let i = 1; i < xs.length; i++) if (xs[i] <= xs[i - 1]) return false;
+  return true;
+}
+
+/**
+ * The record class: instances are what makeAttrs builds, so `instanceof` tells a normalised, hashed record from a
+ * caller's AttrsInit without a side table. Every instance has the same fields in the same order (one hidden class).
+ */
+class AttrRecord implements PathAttrs {
+  hash = 0;
+  asPathLen: number;
+  neighbourAsn: number;
+  constructor(
+    readonly origin: Origin,
+    readonly asPath: AsPath,
+    readonly nextHop: IP | null,
+    readonly nextHopLinkLocal: IP | null,
+    readonly med: number | undefined,
+    readonly localPref: number | undefined,
+    readonly atomicAggregate: boolean,
+    readonly aggregator: Aggregator | undefined,
+    readonly communities: readonly number[],
+    readonly extCommunities: readonly ExtCommunity[],
+    readonly largeCommunities: readonly LargeCommunity[],
+    readonly originatorId: number | undefined,
+    readonly clusterList: readonly number[],
+    readonly unknown: readonly RawAttr[],
+  ) {
+    this.asPathLen = asPathLength(asPath);
+    this.neighbourAsn = neighbourAs(asPath);
+  }
+}
+
 /** Build a normalised, frozen attribute record (not interned). */
 export function makeAttrs(init: AttrsInit = {}): PathAttrs {
+  return build(init, false);
+}
+
+/**
+ * makeAttrs for the codec, which hands over what it just decoded: the arrays in `init` are fresh and become the
+ * record's (they may be sorted in place and are frozen), every number is already an unsigned 32-bit value read off
+ * the wire, and `asPath` is already normalised (normaliseAsPath). Saves a copy of every list per attribute set.
+ */
+export function adoptAttrs(init: AttrsInit): PathAttrs {
+  return build(init, true);
+}
+
+function build(init: AttrsInit, adopt: boolean): PathAttrs {
   const origin = init.origin ?? Origin.IGP;
   if (origin !== 0 && origin !== 1 && origin !== 2) throw new AttrError(`bad ORIGIN ${origin}`);
-  const unknown = (init.unknown ?? EMPTY)
+  const unknown = init.unknown === undefined || init.unknown.length === 0 ? EMPTY : init.unknown
     .map((r): RawAttr => {
       if (!Number.isInteger(r.type) || r.type < 0 || r.type > 255) throw new AttrError(`bad attribute type ${r.type}`);
       if (!Number.isInteger(r.flags) || r.flags < 0 || r.flags > 255) throw new AttrError(`bad attribute flags ${r.flags}`);
@@ -179,41 +232,39 @@ export function makeAttrs(init: AttrsInit = {}): PathAttrs {
     if (unknown[i].type === unknown[i - 1].type) throw new AttrError(`attribute type ${unknown[i].type} given twice`);
   }
   const agg = init.aggregator;
-  const rec = {
+  const cs = init.communities;
+  const communities = cs === undefined || cs.length === 0 ? EMPTY
+    : adopt && isSortedUnique(cs) ? Object.freeze(cs) : sortedUnique(cs, 'community');
+  const rec = new AttrRecord(
     origin,
-    asPath: normaliseAsPath(init.asPath ?? []),
-    nextHop: copyIP(init.nextHop, 'next hop'),
-    nextHopLinkLocal: copyIP(init.nextHopLinkLocal, 'link-local next hop'),
-    med: init.med === undefined ? undefined : u32(init.med, 'MED'),
-    localPref: init.localPref === undefined ? undefined : u32(init.localPref, 'LOCAL_PREF'),
-    atomicAggregate: init.atomicAggregate === true,
-    aggregator: agg === undefined
+    adopt ? (init.asPath ?? EMPTY) : normaliseAsPath(init.asPath ?? EMPTY),
+    copyIP(init.nextHop, 'next hop'),
+    copyIP(init.nextHopLinkLocal, 'link-local next hop'),
+    init.med === undefined ? undefined : u32(init.med, 'MED'),
+    init.localPref === undefined ? undefined : u32(init.localPref, 'LOCAL_PREF'),
+    init.atomicAggregate === true,
+    agg === undefined
       ? undefined
       : Object.freeze({ asn: u32(agg.asn, 'AGGREGATOR ASN'), address: copyIP(agg.address, 'AGGREGATOR address')! }),
-    communities: sortedUnique(init.communities ?? [], 'community'),
-    extCommunities: sortedUniqueTuples(init.extCommunities ?? [], 2, 'extended community'),
-    largeCommunities: sortedUniqueTuples(init.largeCommunities ?? [], 3, 'large community'),
-    originatorId: init.originatorId === undefined ? undefined : u32(init.originatorId, 'ORIGINATOR_ID'),
-    clusterList: init.clusterList?.length ? Object.freeze(init.clusterList.map((c) => u32(c, 'CLUSTER_ID'))) : EMPTY,
-    unknown: unknown.length ? Object.freeze(unknown) : EMPTY,
-    hash: 0,
-    asPathLen: 0,
-    neighbourAsn: 0,
-  };
+    communities,
+    sortedUniqueTuples(init.extCommunities ?? EMPTY, 2, 'extended community'),
+    sortedUniqueTuples(init.largeCommunities ?? EMPTY, 3, 'large community'),
+    init.originatorId === undefined ? undefined : u32(init.originatorId, 'ORIGINATOR_ID'),
+    init.clusterList?.length ? Object.freeze(init.clusterList.map((c) => u32(c, 'CLUSTER_ID'))) : EMPTY,
+    unknown.length ? Object.freeze(unknown) : EMPTY,
+  );
   rec.hash = hashAttrs(rec);
-  rec.asPathLen = asPathLength(rec.asPath);
-  rec.neighbourAsn = neighbourAs(rec.asPath);
-  const frozen = Object.freeze(rec);
-  built.add(frozen);
-  return frozen;
+  return Object.freeze(rec);
 }
-
-// Records made by makeAttrs are already normalised and hashed; intern() trusts only these.
-const built = new WeakSet<PathAttrs>();
 
 /** A copy of `a` with some fields replaced (for import/export policy). Not interned. */
 export function withAttrs(a: PathAttrs, changes: AttrsInit): PathAttrs {
-  const { hash: _h, asPathLen: _l, neighbourAsn: _n, ...rest } = a;
+  const rest: AttrsInit = {
+    origin: a.origin, asPath: a.asPath, nextHop: a.nextHop, nextHopLinkLocal: a.nextHopLinkLocal, med: a.med,
+    localPref: a.localPref, atomicAggregate: a.atomicAggregate, aggregator: a.aggregator, communities: a.communities,
+    extCommunities: a.extCommunities, largeCommunities: a.largeCommunities, originatorId: a.originatorId,
+    clusterList: a.clusterList, unknown: a.unknown,
+  };
   // A key given as undefined clears that attribute (e.g. { med: undefined } strips MED).
   return makeAttrs({ ...rest, ...changes });
 }
@@ -280,7 +331,8 @@ function hashAttrs(a: Omit<PathAttrs, 'hash' | 'asPathLen' | 'neighbourAsn'>): n
   h ^= h >>> 13;
   h = Math.imul(h, 0xc2b2ae35);
   h ^= h >>> 16;
-  return h >>> 0;
+  // Signed: a small integer stays unboxed in the record (an unsigned value >= 2^31 would be a heap number).
+  return h | 0;
 }
 
 function listEq(a: readonly number[], b: readonly number[]): boolean {
@@ -328,23 +380,26 @@ export function attrsEqual(a: PathAttrs, b: PathAttrs): boolean {
 
 // ---- interning ----------------------------------------------------------------------------------------------
 
-interface Entry {
-  readonly attrs: PathAttrs;
-  readonly id: number;
-  refs: number;
-}
+const EMPTY_SLOT = -1;
+const TOMBSTONE = -2;
 
 /**
  * Hash-consing table for attribute records with reference counts. intern() returns the one shared instance for
  * the content and takes a reference; release() drops one, and the record leaves the table at zero. Each live
  * record also has a small integer id (reused after release) so that compact stores can hold a uint32 instead of
  * an object pointer.
+ *
+ * A full table holds ~350k distinct sets, so the table itself is typed arrays: reference counts by id, and an
+ * open-addressing index (linear probing on the record's hash, load at most 1/2) of ids — about 20 bytes a set
+ * besides the record, where an entry object and a Map slot each cost several times that.
  */
 export class AttrInterner {
-  // hash -> entries with that hash (almost always one).
-  private readonly buckets = new Map<number, Entry | Entry[]>();
-  private readonly byId: (Entry | undefined)[] = [];
-  private readonly freeIds: number[] = [];
+  private byId: (PathAttrs | undefined)[] = [];
+  private refs = new Int32Array(256);
+  private freeIds: number[] = [];
+  private slots = new Int32Array(512).fill(EMPTY_SLOT);
+  private mask = 511;
+  private used = 0; // live ids plus tombstones in `slots`
   private count = 0;
 
   /** Number of distinct records held. */
@@ -354,101 +409,142 @@ export class AttrInterner {
 
   /** The canonical instance for `a`'s content, taking one reference. Accepts interned or fresh records. */
   intern(a: PathAttrs | AttrsInit): PathAttrs {
-    return this.acquire(a).attrs;
+    return this.byId[this.acquire(a)]!;
   }
 
   /** Like intern, but returns the record's id. */
   internId(a: PathAttrs | AttrsInit): number {
-    return this.acquire(a).id;
+    return this.acquire(a);
   }
 
   /** The canonical instance equal to `a` if held, without taking a reference. */
   lookup(a: PathAttrs): PathAttrs | undefined {
-    return this.find(a)?.attrs;
+    const id = this.find(a);
+    return id === EMPTY_SLOT ? undefined : this.byId[id];
   }
 
   /** Drop one reference taken by intern/internId/retain. */
   release(a: PathAttrs): void {
-    const e = this.find(a);
-    if (!e || e.attrs !== a) throw new AttrError('release of attributes that are not interned here');
-    this.drop(e);
+    const id = this.find(a);
+    if (id === EMPTY_SLOT || this.byId[id] !== a) throw new AttrError('release of attributes that are not interned here');
+    this.drop(id);
   }
 
   releaseId(id: number): void {
-    const e = this.byId[id];
-    if (!e) throw new AttrError(`release of unknown attribute id ${id}`);
-    this.drop(e);
+    if (this.byId[id] === undefined) throw new AttrError(`release of unknown attribute id ${id}`);
+    this.drop(id);
   }
 
   /** Take one more reference on a held record by id. */
   retainId(id: number): void {
-    const e = this.byId[id];
-    if (!e) throw new AttrError(`retain of unknown attribute id ${id}`);
-    e.refs++;
+    if (this.byId[id] === undefined) throw new AttrError(`retain of unknown attribute id ${id}`);
+    this.refs[id]++;
+  }
+
+  /** Take `n` more references on a held record by id (one per prefix of an UPDATE). */
+  retainIdN(id: number, n: number): void {
+    if (this.byId[id] === undefined) throw new AttrError(`retain of unknown attribute id ${id}`);
+    this.refs[id] += n;
   }
 
   /** The record with this id (which must be live). */
   get(id: number): PathAttrs {
-    const e = this.byId[id];
-    if (!e) throw new AttrError(`unknown attribute id ${id}`);
-    return e.attrs;
+    const a = this.byId[id];
+    if (a === undefined) throw new AttrError(`unknown attribute id ${id}`);
+    return a;
   }
 
   /** The id of a held canonical instance, or -1. */
   idOf(a: PathAttrs): number {
-    const e = this.find(a);
-    return e && e.attrs === a ? e.id : -1;
+    const id = this.find(a);
+    return id !== EMPTY_SLOT && this.byId[id] === a ? id : -1;
   }
 
   /** References currently held on `a`'s content (0 when not held). */
   refCount(a: PathAttrs): number {
-    return this.find(a)?.refs ?? 0;
+    const id = this.find(a);
+    return id === EMPTY_SLOT ? 0 : this.refs[id];
   }
 
-  private find(a: PathAttrs): Entry | undefined {
-    const b = this.buckets.get(a.hash);
-    if (b === undefined) return undefined;
-    if (!Array.isArray(b)) return b.attrs === a || attrsEqual(b.attrs, a) ? b : undefined;
-    for (const e of b) if (e.attrs === a) return e;
-    for (const e of b) if (attrsEqual(e.attrs, a)) return e;
-    return undefined;
+  /** The id of a record equal to `a`, or -1. */
+  private find(a: PathAttrs): number {
+    const slots = this.slots;
+    const mask = this.mask;
+    for (let i = a.hash & mask; ; i = (i + 1) & mask) {
+      const id = slots[i];
+      if (id === EMPTY_SLOT) return EMPTY_SLOT;
+      if (id === TOMBSTONE) continue;
+      const b = this.byId[id]!;
+      if (b === a || (b.hash === a.hash && attrsEqual(b, a))) return id;
+    }
   }
 
-  private acquire(input: PathAttrs | AttrsInit): Entry {
+  private acquire(input: PathAttrs | AttrsInit): number {
     // A record built by makeAttrs is frozen and carries its hash; anything else is normalised first.
-    const a = isRecord(input) ? input : makeAttrs(input);
-    const found = this.find(a);
-    if (found) {
-      found.refs++;
-      return found;
+    const a = input instanceof AttrRecord ? input : makeAttrs(input);
+    const slots = this.slots;
+    const mask = this.mask;
+    let free = -1;
+    let i = a.hash & mask;
+    for (; ; i = (i + 1) & mask) {
+      const id = slots[i];
+      if (id === EMPTY_SLOT) break;
+      if (id === TOMBSTONE) {
+        if (free < 0) free = i;
+        continue;
+      }
+      const b = this.byId[id]!;
+      if (b === a || (b.hash === a.hash && attrsEqual(b, a))) {
+        this.refs[id]++;
+        return id;
+      }
     }
     const id = this.freeIds.length > 0 ? this.freeIds.pop()! : this.byId.length;
-    const e: Entry = { attrs: a, id, refs: 1 };
-    this.byId[id] = e;
-    const b = this.buckets.get(a.hash);
-    if (b === undefined) this.buckets.set(a.hash, e);
-    else if (Array.isArray(b)) b.push(e);
-    else this.buckets.set(a.hash, [b, e]);
+    if (id >= this.refs.length) {
+      const bigger = new Int32Array(this.refs.length * 2);
+      bigger.set(this.refs);
+      this.refs = bigger;
+    }
+    this.byId[id] = a;
+    this.refs[id] = 1;
     this.count++;
-    return e;
+    if (free >= 0) slots[free] = id;
+    else {
+      slots[i] = id;
+      if (++this.used * 2 > slots.length) this.rehash(this.count * 4 > slots.length ? slots.length * 2 : slots.length);
+    }
+    return id;
   }
 
-  private drop(e: Entry): void {
-    if (--e.refs > 0) return;
-    const b = this.buckets.get(e.attrs.hash)!;
-    if (!Array.isArray(b)) this.buckets.delete(e.attrs.hash);
-    else {
-      const rest = b.filter((x) => x !== e);
-      this.buckets.set(e.attrs.hash, rest.length === 1 ? rest[0] : rest);
-    }
-    this.byId[e.id] = undefined;
-    this.freeIds.push(e.id);
+  private drop(id: number): void {
+    if (--this.refs[id] > 0) return;
+    const a = this.byId[id]!;
+    const slots = this.slots;
+    const mask = this.mask;
+    let i = a.hash & mask;
+    while (slots[i] !== id) i = (i + 1) & mask;
+    // A tombstone keeps later entries of the probe chain reachable; the next rehash clears them.
+    slots[i] = TOMBSTONE;
+    this.byId[id] = undefined;
+    this.freeIds.push(id);
     this.count--;
   }
-}
 
-function isRecord(x: PathAttrs | AttrsInit): x is PathAttrs {
-  return built.has(x as PathAttrs);
+  /** Rebuild the index with `size` slots (a power of two), dropping tombstones. */
+  private rehash(size: number): void {
+    const slots = new Int32Array(size).fill(EMPTY_SLOT);
+    const mask = size - 1;
+    for (let id = 0; id < this.byId.length; id++) {
+      const a = this.byId[id];
+      if (a === undefined) continue;
+      let i = a.hash & mask;
+      while (slots[i] !== EMPTY_SLOT) i = (i + 1) & mask;
+      slots[i] = id;
+    }
+    this.slots = slots;
+    this.mask = mask;
+    this.used = this.count;
+  }
 }
 
 /** The process-wide table that BGP sessions and the RIB share unless told otherwise. */

@@ -8,7 +8,7 @@
 // When several apply the strongest wins (7606 3 h). Problems are found by parsing; inside the decoder they unwind
 // as CodecError and are converted at the entry point, as is any other exception (counted as `internal`).
 import { type Family, IP, type Prefix } from '../../net/ip.ts';
-import { makeAttrs, SegmentType, withAttrs, type AsPath, type PathAttrs, type AsPathSegment, type AttrsInit, type ExtCommunity, type LargeCommunity, type Origin, type RawAttr } from '../../rib/attrs.ts';
+import { adoptAttrs, normaliseAsPath, SegmentType, withAttrs, type AsPath, type PathAttrs, type AsPathSegment, type AttrsInit, type ExtCommunity, type LargeCommunity, type Origin, type RawAttr } from '../../rib/attrs.ts';
 import { PrefixList } from '../../rib/prefixlist.ts';
 import {
   ErrorCode, HeaderSubcode, OpenSubcode, RouteRefreshSubcode, UpdateSubcode, CodecError, notificationError,
@@ -83,6 +83,15 @@ const W4 = 0, N4 = 1, R4 = 2, R6 = 3, U4 = 4, U6 = 5;
 export class DecodeScratch {
   private readonly lists: (PrefixList | undefined)[] = [];
   readonly seen = new Uint8Array(256);
+  /**
+   * Normalised AS paths of a 4-octet session by their wire bytes (latin1 keys): a full table carries a few
+   * thousand to a few hundred thousand distinct paths over ~350k attribute sets, and sets that share a path share
+   * one frozen path object. Cleared when it grows past ASPATH_CACHE_MAX (records keep their paths).
+   */
+  readonly asPaths = new Map<string, AsPath>();
+  /** The last next hops decoded: consecutive UPDATEs from one peer nearly always share them. */
+  nh4: IP | null = null;
+  nh6: IP | null = null;
 
   /** An empty list of `family` with room for `n` prefixes. */
   list(slot: number, family: Family, n: number): PrefixList {
@@ -110,6 +119,29 @@ const be16 = (n: number): Uint8Array => new Uint8Array([(n >>> 8) & 255, n & 255
 function ipv6At(b: Uint8Array, p: number): IP {
   return new IP(6, u32(b, p), u32(b, p + 4), u32(b, p + 8), u32(b, p + 12));
 }
+
+const ASPATH_CACHE_MAX = 1 << 16;
+
+/** The IPv4 address at b[p], sharing the scratch's last one when equal (IP objects are immutable). */
+function ipv4Shared(b: Uint8Array, p: number, scratch: DecodeScratch | undefined): IP {
+  const w = u32(b, p);
+  if (scratch === undefined) return new IP(4, w);
+  const last = scratch.nh4;
+  if (last !== null && last.w0 === w) return last;
+  return (scratch.nh4 = new IP(4, w));
+}
+
+function ipv6Shared(b: Uint8Array, p: number, scratch: DecodeScratch | undefined): IP {
+  if (scratch === undefined) return ipv6At(b, p);
+  const last = scratch.nh6;
+  if (last !== null && last.w0 === u32(b, p) && last.w1 === u32(b, p + 4) && last.w2 === u32(b, p + 8) && last.w3 === u32(b, p + 12)) {
+    return last;
+  }
+  return (scratch.nh6 = ipv6At(b, p));
+}
+
+const latin1 = (b: Uint8Array, s: number, e: number): string =>
+  (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength)).toString('latin1', s, e);
 
 // ---- header -------------------------------------------------------------------------------------------------
 
@@ -386,7 +418,8 @@ class UpdateParse {
   withdraw = false;
   init: AttrsInit & { unknown: RawAttr[] } = { unknown: [] };
   hasOrigin = false;
-  asPath: AsPathSegment[] | null = null;
+  /** Normalised when the session is 4-octet; as parsed (to be rebuilt with AS4_PATH, then normalised) when not. */
+  asPath: AsPath | null = null;
   nextHop: IP | null = null;
   nextHopInvalid = false;
   aggregator: { asn: number; address: IP } | null = null;
@@ -520,6 +553,7 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
         aggregator = st.as4Aggregator;
       }
       if (st.as4Path !== null && st.asPath !== null) asPath = reconstructAsPath(st.asPath, st.as4Path);
+      asPath = normaliseAsPath(asPath);
     }
     const init = st.init;
     init.asPath = asPath;
@@ -530,7 +564,7 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
     } else {
       init.nextHop = st.nextHop;
     }
-    attrs = makeAttrs(init);
+    attrs = adoptAttrs(init);
   }
   const message: UpdateMessage = { type: 'update', withdrawn, attrs, nlri, mpReach: st.mpReach, mpUnreach: st.mpUnreach };
   if (st.withdraw) return { action: 'treat-as-withdraw', message, problems: st.problems };
@@ -581,15 +615,28 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
       st.hasOrigin = true;
       return;
     case AttrType.AS_PATH: { // RFC 7606 7.2
+      const four = opts.fourOctetAs !== false;
+      const cache = four ? opts.scratch?.asPaths : undefined;
+      const key = cache !== undefined ? latin1(buf, vs, ve) : '';
+      const hit = cache?.get(key);
+      if (hit !== undefined) {
+        st.asPath = hit;
+        return;
+      }
       const segs: AsPathSegment[] = [];
-      const err = parseAsPath(buf, vs, ve, opts.fourOctetAs === false ? 2 : 4, segs);
+      const err = parseAsPath(buf, vs, ve, four ? 4 : 2, segs);
       if (err) return st.problem(type, 'withdraw', `malformed AS_PATH: ${err}`, ErrorCode.UPDATE, UpdateSubcode.MALFORMED_AS_PATH);
-      st.asPath = segs;
+      // A 2-octet session's path may still be rebuilt from AS4_PATH: normalised after that.
+      st.asPath = four ? normaliseAsPath(segs, true) : segs;
+      if (cache !== undefined) {
+        if (cache.size >= ASPATH_CACHE_MAX) cache.clear();
+        cache.set(key, st.asPath);
+      }
       return;
     }
     case AttrType.NEXT_HOP: // RFC 7606 7.3
       if (alen !== 4) return st.lengthError(type, action, `length ${alen}`);
-      st.nextHop = new IP(4, u32(buf, vs));
+      st.nextHop = ipv4Shared(buf, vs, opts.scratch);
       st.nextHopInvalid = badNextHop4(st.nextHop.w0);
       return;
     case AttrType.MULTI_EXIT_DISC: // RFC 7606 7.4
@@ -699,10 +746,10 @@ function decodeMpReach(st: UpdateParse, vs: number, ve: number): MpReach {
   }
   let nextHop: IP;
   let linkLocal: IP | null = null;
-  if (nhl === 4 && v4) nextHop = new IP(4, u32(buf, nh));
+  if (nhl === 4 && v4) nextHop = ipv4Shared(buf, nh, opts.scratch);
   // IPv6 global (+ link-local) next hop (RFC 2545 3); for IPv4 NLRI this is RFC 8950.
   else if (nhl === 16 || nhl === 32) {
-    nextHop = ipv6At(buf, nh);
+    nextHop = ipv6Shared(buf, nh, opts.scratch);
     if (nhl === 32) linkLocal = ipv6At(buf, nh + 16);
   } else {
     throw st.mpError(`MP_REACH_NLRI next hop length ${nhl} for AFI ${afi}`);
