@@ -30,6 +30,9 @@ export class PrefixFilter {
     this.rules = rules.map(compileRule);
   }
 
+  /** accepts, bound: to hand to code that takes a plain predicate. */
+  readonly acceptor = (p: Prefix): boolean => this.accepts(p);
+
   accepts(p: Prefix): boolean {
     for (const r of this.rules) {
       if (p.family === r.prefix.family && p.len >= r.lo && p.len <= r.hi && prefixContainsPrefix(r.prefix, p)) return r.accept;

@@ -9,7 +9,7 @@ import { IP, type Prefix, formatIP, formatPrefix, parseIP, parseIPWithLen, parse
 import { asSequence, makeAttrs, withAttrs, type AttrsInit, type PathAttrs } from '../rib/attrs.ts';
 import { DEFAULT_LOCAL_PREF, type PeerInfo } from '../rib/bestpath.ts';
 import type { PrefixList } from '../rib/prefixlist.ts';
-import { Rib, type ExportPolicy, type ExportUpdate, type ImportPolicy, type RibChange } from '../rib/rib.ts';
+import { Rib, type ExportPolicy, type ExportUpdate, type ImportPolicy, type RibChangeBatch } from '../rib/rib.ts';
 import {
   CeaseSubcode, ErrorCode, encodeNotification, encodeUpdates, encodeWithdrawals, endOfRib, shutdownData,
   type OpenMessage, type UpdateMessage,
@@ -236,7 +236,6 @@ class PeerState {
    * attrs); cleared per session and on policy change.
    */
   exportCache: [ExportCache, ExportCache] = [newExportCache(), newExportCache()];
-  loopCache = new WeakMap<PathAttrs, boolean>();
   eorReceived = new Set<AddressFamily>();
   /** The peer's graceful restart capability on the last established session. */
   peerGr: NegotiatedCapabilities['gracefulRestart'] = null;
@@ -864,13 +863,17 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       withdrawAll(m.nlri, v4);
       if (m.mpReach) withdrawAll(m.mpReach.nlri, familyOk(m.mpReach.afi, m.mpReach.safi, fams));
     } else {
+      // The import policy (see importPolicy), applied once per UPDATE: the loop check depends only on the
+      // attributes, the prefix list only on the prefix.
       const attrs = m.attrs;
-      if (v4) for (let i = 0; i < m.nlri.count; i++) rib.update(src, m.nlri.prefix(i), attrs);
+      const loop = isLoop(attrs, this.cfg.asn, this.routerId);
+      const accept = p.importFilter ? p.importFilter.acceptor : undefined;
+      if (v4) rib.updateList(src, m.nlri, attrs, loop ? null : attrs, accept);
       const mp = m.mpReach;
       if (mp && mp.nlri.count > 0 && familyOk(mp.afi, mp.safi, fams)) {
         // attrs.nextHop is the classic NEXT_HOP when the UPDATE also has classic NLRI.
         const a = m.nlri.count > 0 ? withAttrs(attrs, { nextHop: mp.nextHop, nextHopLinkLocal: mp.nextHopLinkLocal }) : attrs;
-        for (let i = 0; i < mp.nlri.count; i++) rib.update(src, mp.nlri.prefix(i), a);
+        rib.updateList(src, mp.nlri, a, loop ? null : a, accept);
       }
     }
     this.scheduleFlush();
@@ -908,13 +911,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     const localAs = this.cfg.asn;
     const routerId = this.routerId;
     return (prefix, attrs) => {
-      let loop = p.loopCache.get(attrs);
-      if (loop === undefined) {
-        // Own AS in the path (RFC 4271 9.1.2), or our own reflected route (RFC 4456 8).
-        loop = attrs.asPath.some((seg) => seg.asns.includes(localAs)) || attrs.originatorId === routerId;
-        p.loopCache.set(attrs, loop);
-      }
-      if (loop) return null;
+      if (isLoop(attrs, localAs, routerId)) return null;
       if (p.importFilter && !p.importFilter.accepts(prefix)) return null;
       return attrs;
     };
@@ -922,7 +919,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
 
   // ---- export -------------------------------------------------------------------------------------------------
 
-  private onRibChanges(batch: readonly RibChange[]): void {
+  private onRibChanges(batch: RibChangeBatch): void {
     for (const p of this.peerMap.values()) {
       if (!p.established) continue;
       this.enqueue(p, this.rib.exportChanges(p.source, batch, this.exportPolicy(p)));
@@ -1058,6 +1055,13 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
 }
 
 // ---- helpers ------------------------------------------------------------------------------------------------------
+
+/** Own AS in the path (RFC 4271 9.1.2), or our own reflected route (RFC 4456 8). */
+function isLoop(attrs: PathAttrs, localAs: number, routerId: number): boolean {
+  if (attrs.originatorId === routerId) return true;
+  for (const seg of attrs.asPath) if (seg.asns.includes(localAs)) return true;
+  return false;
+}
 
 type ExportCache = Record<'local' | 'ibgp' | 'ebgp', WeakMap<PathAttrs, PathAttrs | null>>;
 

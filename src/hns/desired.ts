@@ -366,7 +366,7 @@ export class RemoteRouteTable {
   constructor(private readonly localSources: ReadonlySet<string> = new Set(['local', 'static'])) {}
 
   /** Apply one change batch; true when anything changed. */
-  apply(batch: readonly RibChange[]): boolean {
+  apply(batch: Iterable<RibChange>): boolean {
     let changed = false;
     for (const ch of batch) {
       const key = ch.prefix.toString();

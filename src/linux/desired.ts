@@ -191,7 +191,7 @@ export class RemoteRoutes {
   }
 
   /** Apply one change-feed batch; true when the set of remote routes changed. */
-  apply(batch: readonly RibChange[]): boolean {
+  apply(batch: Iterable<RibChange>): boolean {
     let changed = false;
     for (const ch of batch) {
       const k = pkey(ch.prefix);
@@ -213,7 +213,7 @@ export class RemoteRoutes {
 
 /** The part of a Rib the follower needs (so tests can use a real Rib or a stub). */
 export interface RibFeed {
-  subscribe(fn: (batch: readonly RibChange[]) => void): () => void;
+  subscribe(fn: (batch: Iterable<RibChange>) => void): () => void;
   entries(): Iterable<RibRoute>;
 }
 

@@ -15,6 +15,7 @@
 import { type Family, IP, Prefix, ipEquals } from '../net/ip.ts';
 import { AttrInterner, defaultInterner, type PathAttrs } from './attrs.ts';
 import { selectBest, type BestPathOptions, type Path, type PeerInfo } from './bestpath.ts';
+import type { PrefixList } from './prefixlist.ts';
 import { Trie, type TrieOptions } from './trie.ts';
 
 export type ImportPolicy = (prefix: Prefix, attrs: PathAttrs, source: string) => PathAttrs | null;
@@ -86,6 +87,8 @@ const STALE = 1;
 const BEST = 2;
 const MULTI = 4;
 const FREE_LEN = 255; // record length marker for a free record
+const LEN_MASK = 0xff;
+const PENDING = 0x100; // record flag: in the change feed's current batch
 const MAX_SOURCES = 0xffff;
 
 // ---- path entry pool ----------------------------------------------------------------------------------------
@@ -193,6 +196,10 @@ class Table {
     return this.trie.getWords(p.w0, p.w1, p.w2, p.w3, p.len);
   }
 
+  findWords(w0: number, w1: number, w2: number, w3: number, len: number): number {
+    return this.trie.getWords(w0, w1, w2, w3, len);
+  }
+
   head(r: number): number {
     return this.segs[r >>> SEG_SHIFT][(r & SEG_MASK) * this.stride + this.wpr + 1];
   }
@@ -205,9 +212,24 @@ class Table {
     return this.segs[r >>> SEG_SHIFT][(r & SEG_MASK) * this.stride + this.wpr] !== FREE_LEN;
   }
 
+  /** Whether the record is in the change feed's current batch (a bit above the length in the length word). */
+  isPending(r: number): boolean {
+    return (this.segs[r >>> SEG_SHIFT][(r & SEG_MASK) * this.stride + this.wpr] & PENDING) !== 0;
+  }
+
+  setPending(r: number, on: boolean): void {
+    const s = this.segs[r >>> SEG_SHIFT];
+    const o = (r & SEG_MASK) * this.stride + this.wpr;
+    s[o] = on ? s[o] | PENDING : s[o] & ~PENDING;
+  }
+
   /** The record for `p`, created (empty) if absent. */
   findOrAdd(p: Prefix): number {
-    const found = this.find(p);
+    return this.findOrAddWords(p.w0, p.w1, p.w2, p.w3, p.len);
+  }
+
+  findOrAddWords(w0: number, w1: number, w2: number, w3: number, len: number): number {
+    const found = this.trie.getWords(w0, w1, w2, w3, len);
     if (found !== NONE) return found;
     let r = this.freeHead;
     if (r !== NONE) this.freeHead = this.head(r);
@@ -217,15 +239,15 @@ class Table {
     }
     const s = this.segs[r >>> SEG_SHIFT];
     const o = (r & SEG_MASK) * this.stride;
-    s[o] = p.w0;
+    s[o] = w0;
     if (this.wpr === 4) {
-      s[o + 1] = p.w1;
-      s[o + 2] = p.w2;
-      s[o + 3] = p.w3;
+      s[o + 1] = w1;
+      s[o + 2] = w2;
+      s[o + 3] = w3;
     }
-    s[o + this.wpr] = p.len;
+    s[o + this.wpr] = len;
     s[o + this.wpr + 1] = NONE;
-    this.trie.insertWords(p.w0, p.w1, p.w2, p.w3, p.len, r);
+    this.trie.insertWords(w0, w1, w2, w3, len, r);
     this.live++;
     return r;
   }
@@ -234,7 +256,7 @@ class Table {
   remove(r: number): void {
     const s = this.segs[r >>> SEG_SHIFT];
     const o = (r & SEG_MASK) * this.stride;
-    const len = s[o + this.wpr];
+    const len = s[o + this.wpr] & LEN_MASK;
     if (this.wpr === 1) this.trie.deleteWords(s[o] >>> 0, 0, 0, 0, len);
     else this.trie.deleteWords(s[o] >>> 0, s[o + 1] >>> 0, s[o + 2] >>> 0, s[o + 3] >>> 0, len);
     s[o + this.wpr] = FREE_LEN;
@@ -247,8 +269,8 @@ class Table {
     const s = this.segs[r >>> SEG_SHIFT];
     const o = (r & SEG_MASK) * this.stride;
     return this.wpr === 1
-      ? new Prefix(4, s[o] >>> 0, 0, 0, 0, s[o + 1])
-      : new Prefix(6, s[o] >>> 0, s[o + 1] >>> 0, s[o + 2] >>> 0, s[o + 3] >>> 0, s[o + 4]);
+      ? new Prefix(4, s[o] >>> 0, 0, 0, 0, s[o + 1] & LEN_MASK)
+      : new Prefix(6, s[o] >>> 0, s[o + 1] >>> 0, s[o + 2] >>> 0, s[o + 3] >>> 0, s[o + 4] & LEN_MASK);
   }
 
   recordBytes(): number {
@@ -265,12 +287,85 @@ class Candidate implements Path {
   entry = NONE;
 }
 
-interface Pending {
-  fi: number;
-  rec: number;
-  prefix: Prefix;
-  // [source, attrs id] pairs of the best path and multipath before the batch (ids retained until flush).
-  before: number[] | null;
+/**
+ * The records touched since the last flush, with their best path before the first touch: typed arrays, no object
+ * per prefix (a table load touches a million). The effective attribute ids named here are retained until the
+ * flush, so an id cannot be recycled for other content while the batch compares against it.
+ */
+class PendingLog {
+  keys = new Int32Array(1024); // record * 2 + family index
+  beforeSrc = new Int32Array(1024); // source of the best path before, NONE when there was none
+  beforeEff = new Int32Array(1024); // its effective attribute id
+  /** Full [source, attrs id, ...] of the multipath set before, when it had more than one path. */
+  readonly multi = new Map<number, number[]>();
+  n = 0;
+
+  push(key: number, src: number, eff: number): number {
+    if (this.n === this.keys.length) {
+      const grow = (a: Int32Array) => {
+        const b = new Int32Array(a.length * 2);
+        b.set(a);
+        return b;
+      };
+      this.keys = grow(this.keys);
+      this.beforeSrc = grow(this.beforeSrc);
+      this.beforeEff = grow(this.beforeEff);
+    }
+    const i = this.n++;
+    this.keys[i] = key;
+    this.beforeSrc[i] = src;
+    this.beforeEff[i] = eff;
+    return i;
+  }
+}
+
+const CHANGE_TYPES = ['add', 'replace', 'withdraw'] as const;
+const ADD = 0;
+const REPLACE = 1;
+const WITHDRAW = 2;
+
+/** What a change batch reads from its RIB (closures made once per Rib, so the batch needs no private access). */
+interface BatchView {
+  prefix(key: number): Prefix;
+  source(key: number): string | null;
+  change(key: number, type: RibChange['type']): RibChange;
+}
+
+/**
+ * One flush's best-path changes. Changes are materialised (Prefix and Path objects) only when read, so a
+ * subscriber that needs few of them — an export to the very peer that sent the routes — costs no objects. Read it
+ * inside the callback: afterwards the RIB has moved on.
+ */
+export class RibChangeBatch implements Iterable<RibChange> {
+  /** @param keys record keys, @param types change types (0 add, 1 replace, 2 withdraw) */
+  constructor(
+    private readonly view: BatchView,
+    private readonly keys: Int32Array,
+    private readonly types: Uint8Array,
+    readonly length: number,
+  ) {}
+
+  /** Change `i` as an object. */
+  at(i: number): RibChange {
+    return this.view.change(this.keys[i], CHANGE_TYPES[this.types[i]]);
+  }
+
+  typeAt(i: number): RibChange['type'] {
+    return CHANGE_TYPES[this.types[i]];
+  }
+
+  prefixAt(i: number): Prefix {
+    return this.view.prefix(this.keys[i]);
+  }
+
+  /** The source of the new best path; null for a withdrawal. No objects made. */
+  sourceAt(i: number): string | null {
+    return this.types[i] === WITHDRAW ? null : this.view.source(this.keys[i]);
+  }
+
+  *[Symbol.iterator](): IterableIterator<RibChange> {
+    for (let i = 0; i < this.length; i++) yield this.at(i);
+  }
 }
 
 interface SourceState {
@@ -295,9 +390,25 @@ export class Rib {
   private freeSources: number[] = [];
   private retiredSources: number[] = []; // freed during a batch; reusable after the flush
 
-  private readonly subscribers = new Set<(batch: readonly RibChange[]) => void>();
-  private pending = new Map<number, Pending>();
+  private readonly subscribers = new Set<(batch: RibChangeBatch) => void>();
+  private log = new PendingLog();
+  private spareLog: PendingLog | null = new PendingLog();
   private scheduled = false;
+  private readonly view: BatchView = {
+    prefix: (key) => this.tables[key & 1].prefix(key >>> 1),
+    source: (key) => this.sources[this.e.src(this.tables[key & 1].head(key >>> 1))]!.name,
+    change: (key, type) => {
+      const t = this.tables[key & 1];
+      const r = key >>> 1;
+      const ch: RibChange = { type, prefix: t.prefix(r) };
+      if (type !== 'withdraw') {
+        const mp = this.multipathOf(t, r);
+        ch.best = mp[0];
+        if (this.maxPaths > 1) ch.multipath = mp;
+      }
+      return ch;
+    },
+  };
 
   private readonly adjOut = new Map<string, AdjRibOut>();
 
@@ -346,7 +457,7 @@ export class Rib {
     this.sourceIdx.delete(name);
     this.sources[s] = undefined;
     // An index still named in a pending batch must not be reused before that batch is flushed.
-    if (this.pending.size > 0) this.retiredSources.push(s);
+    if (this.log.n > 0) this.retiredSources.push(s);
     else this.freeSources.push(s);
   }
 
@@ -394,8 +505,48 @@ export class Rib {
     const rawId = this.interner.internId(attrs);
     const effId = eff === null ? NONE : eff === attrs ? (this.interner.retainId(rawId), rawId) : this.interner.internId(eff);
     const fi = prefix.family === 4 ? 0 : 1;
+    this.put(s, st, fi, this.tables[fi].findOrAdd(prefix), rawId, effId);
+  }
+
+  /**
+   * Every prefix of `list` from `source` with one attribute set (an UPDATE's NLRI): the ingest path. `effective`
+   * is the post-policy attribute set for all of them (null: all rejected), `accept` an optional per-prefix filter
+   * (false: rejected). The attribute sets are interned once for the whole list, and no Prefix object is made
+   * unless `accept` needs one.
+   */
+  updateList(source: string, list: PrefixList, attrs: PathAttrs, effective: PathAttrs | null, accept?: (p: Prefix) => boolean): void {
+    const n = list.count;
+    if (n === 0) return;
+    const s = this.srcIndex(source);
+    const st = this.sources[s]!;
+    const I = this.interner;
+    const rawId = I.internId(attrs);
+    const effId = effective === null ? NONE : effective === attrs ? rawId : I.internId(effective);
+    // One reference per prefix: n on the raw set, n on the effective one (minus the ones acquire already took).
+    if (n > 1) I.retainIdN(rawId, n - 1);
+    if (effId !== NONE) I.retainIdN(effId, effId === rawId ? n : n - 1);
+    let rejected = 0;
+    const fi = list.family === 4 ? 0 : 1;
     const t = this.tables[fi];
-    const r = t.findOrAdd(prefix);
+    const words = list.words;
+    const lens = list.lens;
+    for (let i = 0; i < n; i++) {
+      let eid = effId;
+      if (eid !== NONE && accept !== undefined && !accept(list.prefix(i))) {
+        eid = NONE;
+        rejected++;
+      }
+      const r = fi === 0
+        ? t.findOrAddWords(words[i], 0, 0, 0, lens[i])
+        : t.findOrAddWords(words[4 * i], words[4 * i + 1], words[4 * i + 2], words[4 * i + 3], lens[i]);
+      this.put(s, st, fi, r, rawId, eid);
+    }
+    if (rejected > 0) for (let i = 0; i < rejected; i++) I.releaseId(effId);
+  }
+
+  /** Store a path of source `s` for record `r`; the references on rawId and effId are the caller's, handed over. */
+  private put(s: number, st: SourceState, fi: number, r: number, rawId: number, effId: number): void {
+    const t = this.tables[fi];
     const E = this.e;
     let e = this.entryOf(t.head(r), s);
     if (e !== NONE && E.raw(e) === rawId && E.eff(e) === effId) {
@@ -502,7 +653,7 @@ export class Rib {
           if (effId !== NONE) this.interner.releaseId(effId);
           continue;
         }
-        this.capture(fi, r, t, prefix);
+        this.capture(fi, r, t);
         if (E.eff(e) !== NONE) {
           this.interner.releaseId(E.eff(e));
           st.counts.accepted--;
@@ -565,7 +716,7 @@ export class Rib {
 
   private dropIfEmpty(fi: number, t: Table, r: number): void {
     // A prefix waiting in the batch keeps its record until flush, so later changes in the batch coalesce with it.
-    if (t.head(r) === NONE && !this.pending.has(r * 2 + fi)) t.remove(r);
+    if (t.head(r) === NONE && !t.isPending(r)) t.remove(r);
   }
 
   /** Re-run selection for a record and reorder its list: best, rest of multipath, others. */
@@ -576,6 +727,15 @@ export class Rib {
     let list = this.listScratch;
     const h = t.head(r);
     if (h !== NONE && E.flags(h) & BEST) this.sources[E.src(h)]!.counts.best--;
+    if (h !== NONE && E.next(h) === NONE) {
+      // One path (most prefixes of a table learned from one peer): it is the best when it is a candidate at all.
+      if (E.eff(h) === NONE) E.setFlags(h, E.flags(h) & ~(BEST | MULTI));
+      else {
+        E.setFlags(h, E.flags(h) | BEST | MULTI);
+        this.sources[E.src(h)]!.counts.best++;
+      }
+      return;
+    }
     for (let e = h; e !== NONE; e = E.next(e)) {
       if (m === list.length) {
         const bigger = new Int32Array(m * 2);
@@ -624,7 +784,7 @@ export class Rib {
    * Receive batches of best-path changes. Pending changes are flushed first, so a snapshot read right after
    * subscribing (entries()) plus the batches that follow describe the table exactly. Returns an unsubscribe.
    */
-  subscribe(fn: (batch: readonly RibChange[]) => void): () => void {
+  subscribe(fn: (batch: RibChangeBatch) => void): () => void {
     this.flush();
     this.subscribers.add(fn);
     return () => {
@@ -633,45 +793,86 @@ export class Rib {
     };
   }
 
-  /** Deliver the net effect of the changes since the last flush. Returns the batch (possibly empty). */
-  flush(): RibChange[] {
-    if (this.pending.size === 0) return [];
-    const pending = this.pending;
-    this.pending = new Map();
-    const batch: RibChange[] = [];
-    for (const p of pending.values()) {
-      const t = this.tables[p.fi];
-      const after = this.bestSig(t, p.rec, false);
-      if (!sigEqual(p.before, after)) {
-        const type = after === null ? 'withdraw' : p.before === null ? 'add' : 'replace';
-        const ch: RibChange = { type, prefix: p.prefix };
-        if (after !== null) {
-          const mp = this.multipathOf(t, p.rec);
-          ch.best = mp[0];
-          if (this.maxPaths > 1) ch.multipath = mp;
-        }
-        batch.push(ch);
+  /** Deliver the net effect of the changes since the last flush to the subscribers. Returns the number of changes. */
+  flush(): number {
+    const log = this.log;
+    const n = log.n;
+    if (n === 0) return 0;
+    // Changes a subscriber makes while reading this batch start the next one.
+    this.log = this.spareLog ?? new PendingLog();
+    this.spareLog = null;
+    const E = this.e;
+    const keys = new Int32Array(n);
+    const types = new Uint8Array(n);
+    let c = 0;
+    for (let i = 0; i < n; i++) {
+      const key = log.keys[i];
+      const t = this.tables[key & 1];
+      const r = key >>> 1;
+      t.setPending(r, false);
+      const h = t.head(r);
+      const hasBest = h !== NONE && (E.flags(h) & BEST) !== 0;
+      const before = log.beforeSrc[i];
+      let type = -1;
+      if (before === NONE) {
+        if (hasBest) type = ADD;
+      } else if (!hasBest) {
+        type = WITHDRAW;
+      } else if (E.src(h) !== before || E.eff(h) !== log.beforeEff[i] || !this.sameMultipath(h, log.multi.get(i))) {
+        type = REPLACE;
       }
-      if (p.before) for (let i = 1; i < p.before.length; i += 2) this.interner.releaseId(p.before[i]);
-      if (t.head(p.rec) === NONE) t.remove(p.rec);
+      if (type < 0) continue;
+      keys[c] = key;
+      types[c++] = type;
     }
     for (const s of this.retiredSources) this.freeSources.push(s);
     this.retiredSources = [];
-    if (batch.length > 0) for (const fn of [...this.subscribers]) fn(batch);
-    return batch;
+    if (c > 0 && this.subscribers.size > 0) {
+      const batch = new RibChangeBatch(this.view, keys, types, c);
+      for (const fn of [...this.subscribers]) fn(batch);
+    }
+    // Only now: withdrawn prefixes keep their records (and so their words) while the subscribers read the batch.
+    for (let i = 0; i < n; i++) {
+      const key = log.keys[i];
+      const t = this.tables[key & 1];
+      const r = key >>> 1;
+      if (log.beforeSrc[i] !== NONE) this.interner.releaseId(log.beforeEff[i]);
+      if (t.isLive(r) && t.head(r) === NONE && !t.isPending(r)) t.remove(r);
+    }
+    for (const sig of log.multi.values()) for (let j = 3; j < sig.length; j += 2) this.interner.releaseId(sig[j]);
+    log.multi.clear();
+    log.n = 0;
+    this.spareLog = log;
+    return c;
   }
 
   /** Changes waiting for the next flush (prefixes touched in this batch). */
   get pendingCount(): number {
-    return this.pending.size;
+    return this.log.n;
   }
 
-  private capture(fi: number, r: number, t: Table, prefix?: Prefix): void {
-    if (this.subscribers.size === 0) return;
+  private capture(fi: number, r: number, t: Table): void {
+    if (this.subscribers.size === 0 || t.isPending(r)) return;
+    t.setPending(r, true);
+    const E = this.e;
+    const h = t.head(r);
     const key = r * 2 + fi;
-    if (this.pending.has(key)) return;
-    this.pending.set(key, { fi, rec: r, prefix: prefix ?? t.prefix(r), before: this.bestSig(t, r, true) });
-    if (this.pending.size === 1 && this.schedule && !this.scheduled) {
+    if (h === NONE || !(E.flags(h) & BEST)) this.log.push(key, NONE, NONE);
+    else {
+      const i = this.log.push(key, E.src(h), E.eff(h));
+      this.interner.retainId(E.eff(h));
+      const second = E.next(h);
+      if (second !== NONE && E.flags(second) & MULTI) {
+        // A multipath set: remember all of it (the head's pair included, for a plain comparison later).
+        const sig = [E.src(h), E.eff(h)];
+        for (let e = second; e !== NONE && E.flags(e) & MULTI; e = E.next(e)) {
+          sig.push(E.src(e), E.eff(e));
+          this.interner.retainId(E.eff(e));
+        }
+        this.log.multi.set(i, sig);
+      }
+    }
+    if (this.log.n === 1 && this.schedule && !this.scheduled) {
       this.scheduled = true;
       this.schedule(() => {
         this.scheduled = false;
@@ -680,17 +881,15 @@ export class Rib {
     }
   }
 
-  /** [source, attrs id, ...] of the best path and the multipath set, or null for no best. */
-  private bestSig(t: Table, r: number, retain: boolean): number[] | null {
+  /** Whether the multipath set after the best entry `h` is the one recorded before (`before`: full sig or none). */
+  private sameMultipath(h: number, before: number[] | undefined): boolean {
     const E = this.e;
-    const h = t.head(r);
-    if (h === NONE || !(E.flags(h) & BEST)) return null;
-    const sig: number[] = [];
-    for (let e = h; e !== NONE && E.flags(e) & MULTI; e = E.next(e)) {
-      sig.push(E.src(e), E.eff(e));
-      if (retain) this.interner.retainId(E.eff(e));
+    let j = 2;
+    for (let e = E.next(h); e !== NONE && E.flags(e) & MULTI; e = E.next(e)) {
+      if (before === undefined || j >= before.length || before[j] !== E.src(e) || before[j + 1] !== E.eff(e)) return false;
+      j += 2;
     }
-    return sig;
+    return before === undefined || j === before.length;
   }
 
   // ---- queries ----------------------------------------------------------------------------------------------
@@ -844,23 +1043,42 @@ export class Rib {
 
   /**
    * Run a batch of changes through a peer's export policy and Adj-RIB-Out; returns only what differs from what
-   * the peer already has.
+   * the peer already has. A route whose best path came from `peer` itself is never sent back to it (with a
+   * RibChangeBatch, decided without building the change).
    */
-  exportChanges(peer: string, changes: readonly RibChange[], policy: ExportPolicy): ExportUpdate {
+  exportChanges(peer: string, changes: RibChangeBatch | Iterable<RibChange>, policy: ExportPolicy): ExportUpdate {
     const out = this.adjRibOut(peer);
     const u: ExportUpdate = { announce: new Map(), withdraw: [] };
+    if (changes instanceof RibChangeBatch) {
+      // A route whose best path came from this very peer is never sent back to it (the speaker's policy says so
+      // too): decided from the source name alone, so a table learned from the peer costs no change objects.
+      for (let i = 0; i < changes.length; i++) {
+        if (changes.sourceAt(i) === peer) {
+          if (out.size > 0) out.applyTo(u, changes.prefixAt(i), null);
+          continue;
+        }
+        const ch = changes.at(i);
+        out.applyTo(u, ch.prefix, ch.best ? policy(ch.prefix, ch.best, ch.multipath ?? [ch.best]) : null);
+      }
+      return u;
+    }
     for (const ch of changes) {
-      const attrs = ch.best ? policy(ch.prefix, ch.best, ch.multipath ?? [ch.best]) : null;
+      const attrs = ch.best && ch.best.source !== peer ? policy(ch.prefix, ch.best, ch.multipath ?? [ch.best]) : null;
       out.applyTo(u, ch.prefix, attrs);
     }
     return u;
   }
 
-  /** Full export to a peer (session up, route refresh): everything that differs from its Adj-RIB-Out. */
+  /**
+   * Full export to a peer (session up, route refresh): everything that differs from its Adj-RIB-Out. As in
+   * exportChanges, routes whose best path came from `peer` are not sent back to it.
+   */
   exportAll(peer: string, policy: ExportPolicy): ExportUpdate {
     const out = this.adjRibOut(peer);
     const u: ExportUpdate = { announce: new Map(), withdraw: [] };
-    for (const route of this.entries()) out.applyTo(u, route.prefix, policy(route.prefix, route.best, route.multipath));
+    for (const route of this.entries()) {
+      out.applyTo(u, route.prefix, route.best.source === peer ? null : policy(route.prefix, route.best, route.multipath));
+    }
     const gone: Prefix[] = [];
     for (const { prefix } of out.entries()) {
       const t = this.table(prefix.family);
@@ -877,13 +1095,6 @@ function samePeer(a: PeerInfo, b: PeerInfo): boolean {
     a.type === b.type && a.routerId === b.routerId && a.asn === b.asn &&
     (a.address === b.address || (a.address !== null && b.address !== null && ipEquals(a.address, b.address)))
   );
-}
-
-function sigEqual(a: number[] | null, b: number[] | null): boolean {
-  if (a === null || b === null) return a === b;
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }
 
 // ---- Adj-RIB-Out ----------------------------------------------------------------------------------------------

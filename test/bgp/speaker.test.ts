@@ -261,7 +261,7 @@ t.test('graceful restart: helper keeps stale routes, the restarted peer re-sends
   await waitFor(() => best(a, '10.2.0.0/24') && best(a, '10.2.1.0/24'), 'routes learned');
   t.match(a.peers()[0].capabilities?.gracefulRestart, { restartTime: 3, restarting: false, forwarding: ['ipv4'] });
   const lost: string[] = [];
-  a.rib.subscribe((batch: readonly RibChange[]) => {
+  a.rib.subscribe((batch: Iterable<RibChange>) => {
     for (const c of batch) if (c.type === 'withdraw') lost.push(formatPrefix(c.prefix));
   });
 
