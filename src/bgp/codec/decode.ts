@@ -8,7 +8,7 @@
 // When several apply the strongest wins (7606 3 h). Problems are found by parsing; inside the decoder they unwind
 // as CodecError and are converted at the entry point, as is any other exception (counted as `internal`).
 import { type Family, IP, type Prefix } from '../../net/ip.ts';
-import { adoptAttrs, normaliseAsPath, SegmentType, withAttrs, type AsPath, type PathAttrs, type AsPathSegment, type AttrsInit, type ExtCommunity, type LargeCommunity, type Origin, type RawAttr } from '../../rib/attrs.ts';
+import { adoptAttrs, normaliseAsPath, SegmentType, type AsPathFacts, withAttrs, type AsPath, type PathAttrs, type AsPathSegment, type AttrsInit, type ExtCommunity, type LargeCommunity, type Origin, type RawAttr } from '../../rib/attrs.ts';
 import { PrefixList } from '../../rib/prefixlist.ts';
 import {
   ErrorCode, HeaderSubcode, OpenSubcode, RouteRefreshSubcode, UpdateSubcode, CodecError, notificationError,
@@ -18,6 +18,7 @@ import {
   PARAM_EXTENDED_LENGTH, Safi, maxMessageLen, type Capability, type Message, type MpReach, type MpUnreach,
   type OpenMessage, type SessionCodecOptions, type UpdateMessage,
 } from './messages.ts';
+import { AsPathCache, hashBytes } from './aspaths.ts';
 import { readPrefixes4, readPrefixes6 } from './nlri.ts';
 
 // ---- options and results ------------------------------------------------------------------------------------
@@ -83,12 +84,8 @@ const W4 = 0, N4 = 1, R4 = 2, R6 = 3, U4 = 4, U6 = 5;
 export class DecodeScratch {
   private readonly lists: (PrefixList | undefined)[] = [];
   readonly seen = new Uint8Array(256);
-  /**
-   * Normalised AS paths of a 4-octet session by their wire bytes (latin1 keys): a full table carries a few
-   * thousand to a few hundred thousand distinct paths over ~350k attribute sets, and sets that share a path share
-   * one frozen path object. Cleared when it grows past ASPATH_CACHE_MAX (records keep their paths).
-   */
-  readonly asPaths = new Map<string, AsPath>();
+  /** Normalised AS paths of a 4-octet session by their wire bytes (see AsPathCache). */
+  readonly asPaths = new AsPathCache();
   /** The last next hops decoded: consecutive UPDATEs from one peer nearly always share them. */
   nh4: IP | null = null;
   nh6: IP | null = null;
@@ -120,8 +117,6 @@ function ipv6At(b: Uint8Array, p: number): IP {
   return new IP(6, u32(b, p), u32(b, p + 4), u32(b, p + 8), u32(b, p + 12));
 }
 
-const ASPATH_CACHE_MAX = 1 << 16;
-
 /** The IPv4 address at b[p], sharing the scratch's last one when equal (IP objects are immutable). */
 function ipv4Shared(b: Uint8Array, p: number, scratch: DecodeScratch | undefined): IP {
   const w = u32(b, p);
@@ -140,8 +135,7 @@ function ipv6Shared(b: Uint8Array, p: number, scratch: DecodeScratch | undefined
   return (scratch.nh6 = ipv6At(b, p));
 }
 
-const latin1 = (b: Uint8Array, s: number, e: number): string =>
-  (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength)).toString('latin1', s, e);
+
 
 // ---- header -------------------------------------------------------------------------------------------------
 
@@ -414,12 +408,14 @@ function badNextHop4(w: number): boolean {
 }
 
 class UpdateParse {
-  readonly problems: AttrProblem[] = [];
+  problems: AttrProblem[] | null = null; // made on the first problem (most UPDATEs have none)
   withdraw = false;
-  init: AttrsInit & { unknown: RawAttr[] } = { unknown: [] };
+  init: AttrsInit & { unknown?: RawAttr[] } = {};
   hasOrigin = false;
   /** Normalised when the session is 4-octet; as parsed (to be rebuilt with AS4_PATH, then normalised) when not. */
   asPath: AsPath | null = null;
+  /** The path's length, neighbour AS and hash when the path came from the cache. */
+  asPathFacts: AsPathFacts | undefined = undefined;
   nextHop: IP | null = null;
   nextHopInvalid = false;
   aggregator: { asn: number; address: IP } | null = null;
@@ -440,7 +436,7 @@ class UpdateParse {
 
   problem(attrType: number, action: 'discard' | 'withdraw', reason: string, code?: number, subcode?: number, data?: Uint8Array): void {
     if (action === 'withdraw') this.withdraw = true;
-    this.problems.push(code === undefined ? { attrType, action, reason } : { attrType, action, reason, code, subcode, data });
+    (this.problems ??= []).push(code === undefined ? { attrType, action, reason } : { attrType, action, reason, code, subcode, data });
   }
 
   /** The whole current attribute (flags, type, length, value): the data of most UPDATE NOTIFICATIONs. */
@@ -554,6 +550,7 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
       }
       if (st.as4Path !== null && st.asPath !== null) asPath = reconstructAsPath(st.asPath, st.as4Path);
       asPath = normaliseAsPath(asPath);
+      st.asPathFacts = undefined;
     }
     const init = st.init;
     init.asPath = asPath;
@@ -564,11 +561,11 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
     } else {
       init.nextHop = st.nextHop;
     }
-    attrs = adoptAttrs(init);
+    attrs = adoptAttrs(init, st.asPathFacts);
   }
   const message: UpdateMessage = { type: 'update', withdrawn, attrs, nlri, mpReach: st.mpReach, mpUnreach: st.mpUnreach };
-  if (st.withdraw) return { action: 'treat-as-withdraw', message, problems: st.problems };
-  if (st.problems.length > 0) return { action: 'attribute-discard', message, problems: st.problems };
+  if (st.withdraw) return { action: 'treat-as-withdraw', message, problems: st.problems ?? [] };
+  if (st.problems !== null) return { action: 'attribute-discard', message, problems: st.problems };
   return { action: 'ok', message };
 }
 
@@ -593,7 +590,7 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
     }
     if ((flags & T) !== 0) {
       // Passed on with the Partial bit set; the extended length bit is the encoder's business.
-      st.init.unknown.push({ flags: (flags & 0xe0) | AttrFlag.PARTIAL, type, value: buf.subarray(vs, ve) }); // makeAttrs copies
+      (st.init.unknown ??= []).push({ flags: (flags & 0xe0) | AttrFlag.PARTIAL, type, value: buf.subarray(vs, ve) }); // makeAttrs copies
     }
     return; // optional non-transitive: quietly ignored
   }
@@ -617,10 +614,21 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
     case AttrType.AS_PATH: { // RFC 7606 7.2
       const four = opts.fourOctetAs !== false;
       const cache = four ? opts.scratch?.asPaths : undefined;
-      const key = cache !== undefined ? latin1(buf, vs, ve) : '';
-      const hit = cache?.get(key);
-      if (hit !== undefined) {
-        st.asPath = hit;
+      if (cache !== undefined) {
+        const h = hashBytes(buf, vs, ve);
+        let k = cache.find(buf, vs, ve, h);
+        if (k < 0) {
+          const segs: AsPathSegment[] = [];
+          const err = parseAsPath(buf, vs, ve, 4, segs);
+          if (err) return st.problem(type, 'withdraw', `malformed AS_PATH: ${err}`, ErrorCode.UPDATE, UpdateSubcode.MALFORMED_AS_PATH);
+          k = cache.add(buf, vs, ve, h, normaliseAsPath(segs, true));
+          if (k < 0) {
+            st.asPath = normaliseAsPath(segs, true);
+            return;
+          }
+        }
+        st.asPath = cache.path(k);
+        st.asPathFacts = cache.factsOf(k);
         return;
       }
       const segs: AsPathSegment[] = [];
@@ -628,10 +636,6 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
       if (err) return st.problem(type, 'withdraw', `malformed AS_PATH: ${err}`, ErrorCode.UPDATE, UpdateSubcode.MALFORMED_AS_PATH);
       // A 2-octet session's path may still be rebuilt from AS4_PATH: normalised after that.
       st.asPath = four ? normaliseAsPath(segs, true) : segs;
-      if (cache !== undefined) {
-        if (cache.size >= ASPATH_CACHE_MAX) cache.clear();
-        cache.set(key, st.asPath);
-      }
       return;
     }
     case AttrType.NEXT_HOP: // RFC 7606 7.3

@@ -1,0 +1,93 @@
+// A per-session cache of decoded AS paths, keyed by their wire bytes.
+//
+// A full table has ~350k distinct attribute sets but far fewer distinct AS paths (a few thousand to a few hundred
+// thousand). Decoding a path means arrays per segment, normalising, and then walking it again for its length,
+// neighbour AS and hash whenever a record is built; with the wire bytes as the key all of that happens once per
+// distinct path, and the records that share a path share one frozen object. The bytes live in one arena and the
+// index is an open-addressing table of entry numbers, so a hit touches two or three cache lines and allocates
+// nothing. The same bytes always decode to the same path, so an entry never goes stale; the cache is simply
+// emptied when it reaches its size limit (records keep their paths).
+import { asPathFacts, type AsPath, type AsPathFacts } from '../../rib/attrs.ts';
+
+const MAX_ENTRIES = 1 << 16;
+const EMPTY = -1;
+
+export class AsPathCache {
+  private readonly index = new Int32Array(MAX_ENTRIES * 2).fill(EMPTY); // load <= 1/2
+  private readonly mask = MAX_ENTRIES * 2 - 1;
+  private readonly hashes = new Int32Array(MAX_ENTRIES);
+  private readonly offsets = new Int32Array(MAX_ENTRIES);
+  private readonly lengths = new Uint16Array(MAX_ENTRIES);
+  private arena = new Uint8Array(1 << 16);
+  private arenaTop = 0;
+  private readonly paths: AsPath[] = [];
+  private readonly facts: AsPathFacts[] = [];
+  private n = 0;
+
+  /** Entries held. */
+  get size(): number {
+    return this.n;
+  }
+
+  /** The entry for the value b[s..e) (whose hashBytes is `h`), or -1. */
+  find(b: Uint8Array, s: number, e: number, h: number): number {
+    const len = e - s;
+    for (let i = h & this.mask; ; i = (i + 1) & this.mask) {
+      const k = this.index[i];
+      if (k === EMPTY) return EMPTY;
+      if (this.hashes[k] !== h || this.lengths[k] !== len) continue;
+      const a = this.arena;
+      const o = this.offsets[k];
+      let j = 0;
+      while (j < len && a[o + j] === b[s + j]) j++;
+      if (j === len) return k;
+    }
+  }
+
+  path(k: number): AsPath {
+    return this.paths[k];
+  }
+
+  factsOf(k: number): AsPathFacts {
+    return this.facts[k];
+  }
+
+  /** Remember that b[s..e) (hash `h`) decodes to `path`; returns the entry. */
+  add(b: Uint8Array, s: number, e: number, h: number, path: AsPath): number {
+    const len = e - s;
+    if (len > 0xffff) return EMPTY;
+    if (this.n === MAX_ENTRIES) this.clear();
+    if (this.arenaTop + len > this.arena.length) {
+      const bigger = new Uint8Array(Math.max(this.arena.length * 2, this.arenaTop + len));
+      bigger.set(this.arena.subarray(0, this.arenaTop));
+      this.arena = bigger;
+    }
+    const k = this.n++;
+    this.arena.set(b.subarray(s, e), this.arenaTop);
+    this.offsets[k] = this.arenaTop;
+    this.lengths[k] = len;
+    this.hashes[k] = h;
+    this.arenaTop += len;
+    this.paths[k] = path;
+    this.facts[k] = asPathFacts(path);
+    let i = h & this.mask;
+    while (this.index[i] !== EMPTY) i = (i + 1) & this.mask;
+    this.index[i] = k;
+    return k;
+  }
+
+  clear(): void {
+    this.index.fill(EMPTY);
+    this.paths.length = 0;
+    this.facts.length = 0;
+    this.n = 0;
+    this.arenaTop = 0;
+  }
+}
+
+/** FNV-1a over b[s..e), as a small integer. */
+export function hashBytes(b: Uint8Array, s: number, e: number): number {
+  let h = 0x811c9dc5 | 0;
+  for (let i = s; i < e; i++) h = Math.imul(h ^ b[i], 0x01000193);
+  return h;
+}
