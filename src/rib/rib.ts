@@ -229,14 +229,14 @@ class Table {
   }
 
   findOrAddWords(w0: number, w1: number, w2: number, w3: number, len: number): number {
-    const found = this.trie.getWords(w0, w1, w2, w3, len);
-    if (found !== NONE) return found;
+    // One trie walk: offer the record the prefix would get, and take it only when the prefix was absent.
     let r = this.freeHead;
-    if (r !== NONE) this.freeHead = this.head(r);
-    else {
-      if (this.top === this.segs.length * SEG) this.segs.push(new Int32Array(SEG * this.stride));
-      r = this.top++;
-    }
+    if (r === NONE && this.top === this.segs.length * SEG) this.segs.push(new Int32Array(SEG * this.stride));
+    if (r === NONE) r = this.top;
+    const found = this.trie.insertWords(w0, w1, w2, w3, len, r, true);
+    if (found !== NONE) return found;
+    if (r === this.freeHead) this.freeHead = this.head(r);
+    else this.top++;
     const s = this.segs[r >>> SEG_SHIFT];
     const o = (r & SEG_MASK) * this.stride;
     s[o] = w0;
@@ -247,7 +247,6 @@ class Table {
     }
     s[o + this.wpr] = len;
     s[o + this.wpr + 1] = NONE;
-    this.trie.insertWords(w0, w1, w2, w3, len, r);
     this.live++;
     return r;
   }
@@ -386,6 +385,8 @@ export class Rib {
   private readonly e = new EntryPool();
 
   private readonly sourceIdx = new Map<string, number>();
+  private lastSrcName: string | null = null;
+  private lastSrcIdx = NONE;
   private readonly sources: (SourceState | undefined)[] = [];
   private freeSources: number[] = [];
   private retiredSources: number[] = []; // freed during a batch; reusable after the flush
@@ -455,6 +456,7 @@ export class Rib {
     if (s === undefined) return;
     this.dropSource(name);
     this.sourceIdx.delete(name);
+    if (this.lastSrcName === name) this.lastSrcName = null;
     this.sources[s] = undefined;
     // An index still named in a pending batch must not be reused before that batch is flushed.
     if (this.log.n > 0) this.retiredSources.push(s);
@@ -481,8 +483,12 @@ export class Rib {
   }
 
   private srcIndex(name: string): number {
+    // The same source many times in a row is the ingest pattern (one peer's table).
+    if (name === this.lastSrcName) return this.lastSrcIdx;
     const s = this.sourceIdx.get(name);
     if (s === undefined) throw new Error(`unknown RIB source ${JSON.stringify(name)}`);
+    this.lastSrcName = name;
+    this.lastSrcIdx = s;
     return s;
   }
 

@@ -383,12 +383,16 @@ export class Trie {
     return this.insertWords(prefix.w0, prefix.w1, prefix.w2, prefix.w3, prefix.len, value);
   }
 
-  /** insert() on raw words; bits past `len` are ignored. No validation: len and value must be in range. */
-  insertWords(w0: number, w1: number, w2: number, w3: number, len: number, value: number): number {
+  /**
+   * insert() on raw words; bits past `len` are ignored. No validation: len and value must be in range. With
+   * `ifAbsent`, a prefix already stored keeps its value (find-or-insert in one walk); the result says which.
+   */
+  insertWords(w0: number, w1: number, w2: number, w3: number, len: number, value: number, ifAbsent = false): number {
     if (this.count >= WIDEN_AT && this.rootBits < this.maxRootBits) this.widen(this.maxRootBits);
     this.loadKey(w0, w1, w2, w3, len);
     if (len === 0) {
       const old = this.defVal;
+      if (old !== NONE && ifAbsent) return old;
       if (old === NONE) this.count++;
       if (old !== value) {
         this.defVal = value;
@@ -419,7 +423,7 @@ export class Trie {
     if (bits & (1 << pos)) {
       const at = this.ownBlk[ci] + popcnt(bits & ((1 << pos) - 1));
       old = this.vals[at];
-      if (old === value) return old;
+      if (old === value || ifAbsent) return old;
       this.vals[at] = value;
     } else {
       this.insertOwned(ci, pos, value);
