@@ -6,7 +6,7 @@ import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import { IP, type Prefix, formatIP, formatPrefix, parseIP, parseIPWithLen, parsePrefix, prefixContainsIP, prefixOf } from '../net/ip.ts';
-import { asSequence, makeAttrs, withAttrs, type AttrsInit, type PathAttrs } from '../rib/attrs.ts';
+import { asSequence, makeAttrs, pathHasAsn, withAttrs, type AttrsInit, type PathAttrs } from '../rib/attrs.ts';
 import { DEFAULT_LOCAL_PREF, type PeerInfo } from '../rib/bestpath.ts';
 import type { PrefixList } from '../rib/prefixlist.ts';
 import { Rib, type ExportPolicy, type ExportUpdate, type ImportPolicy, type RibChangeBatch } from '../rib/rib.ts';
@@ -1058,9 +1058,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
 
 /** Own AS in the path (RFC 4271 9.1.2), or our own reflected route (RFC 4456 8). */
 function isLoop(attrs: PathAttrs, localAs: number, routerId: number): boolean {
-  if (attrs.originatorId === routerId) return true;
-  for (const seg of attrs.asPath) if (seg.asns.includes(localAs)) return true;
-  return false;
+  return attrs.originatorId === routerId || pathHasAsn(attrs, localAs);
 }
 
 type ExportCache = Record<'local' | 'ibgp' | 'ebgp', WeakMap<PathAttrs, PathAttrs | null>>;

@@ -181,30 +181,89 @@ function isSortedUnique(xs: readonly number[]): boolean {
  */
 class AttrRecord implements PathAttrs {
   hash = 0;
-  asPathLen: number;
-  neighbourAsn: number;
-  asPathHash: number;
+  /** The attributes most routes do not carry, in one object shared by all records that have none of them. */
+  private readonly rare: RareAttrs;
   constructor(
     readonly origin: Origin,
     readonly asPath: AsPath,
     readonly nextHop: IP | null,
-    readonly nextHopLinkLocal: IP | null,
+    nextHopLinkLocal: IP | null,
     readonly med: number | undefined,
     readonly localPref: number | undefined,
-    readonly atomicAggregate: boolean,
-    readonly aggregator: Aggregator | undefined,
+    atomicAggregate: boolean,
+    aggregator: Aggregator | undefined,
     readonly communities: readonly number[],
-    readonly extCommunities: readonly ExtCommunity[],
-    readonly largeCommunities: readonly LargeCommunity[],
-    readonly originatorId: number | undefined,
-    readonly clusterList: readonly number[],
-    readonly unknown: readonly RawAttr[],
-    facts: AsPathFacts,
+    extCommunities: readonly ExtCommunity[],
+    largeCommunities: readonly LargeCommunity[],
+    originatorId: number | undefined,
+    clusterList: readonly number[],
+    unknown: readonly RawAttr[],
+    /** Shared by every record with this path (one pointer here instead of three numbers). */
+    readonly facts: AsPathFacts,
   ) {
-    this.asPathLen = facts.len;
-    this.neighbourAsn = facts.neighbour;
-    this.asPathHash = facts.hash;
+    this.rare = nextHopLinkLocal === null && !atomicAggregate && aggregator === undefined && extCommunities.length === 0 &&
+        largeCommunities.length === 0 && originatorId === undefined && clusterList.length === 0 && unknown.length === 0
+      ? NO_RARE
+      : Object.freeze({ nextHopLinkLocal, atomicAggregate, aggregator, extCommunities, largeCommunities, originatorId, clusterList, unknown });
   }
+
+  get nextHopLinkLocal(): IP | null {
+    return this.rare.nextHopLinkLocal;
+  }
+  get atomicAggregate(): boolean {
+    return this.rare.atomicAggregate;
+  }
+  get aggregator(): Aggregator | undefined {
+    return this.rare.aggregator;
+  }
+  get extCommunities(): readonly ExtCommunity[] {
+    return this.rare.extCommunities;
+  }
+  get largeCommunities(): readonly LargeCommunity[] {
+    return this.rare.largeCommunities;
+  }
+  get originatorId(): number | undefined {
+    return this.rare.originatorId;
+  }
+  get clusterList(): readonly number[] {
+    return this.rare.clusterList;
+  }
+  get unknown(): readonly RawAttr[] {
+    return this.rare.unknown;
+  }
+  get asPathLen(): number {
+    return this.facts.len;
+  }
+  get neighbourAsn(): number {
+    return this.facts.neighbour;
+  }
+}
+
+interface RareAttrs {
+  readonly nextHopLinkLocal: IP | null;
+  readonly atomicAggregate: boolean;
+  readonly aggregator: Aggregator | undefined;
+  readonly extCommunities: readonly ExtCommunity[];
+  readonly largeCommunities: readonly LargeCommunity[];
+  readonly originatorId: number | undefined;
+  readonly clusterList: readonly number[];
+  readonly unknown: readonly RawAttr[];
+}
+
+const NO_RARE: RareAttrs = Object.freeze({
+  nextHopLinkLocal: null, atomicAggregate: false, aggregator: undefined, extCommunities: EMPTY, largeCommunities: EMPTY,
+  originatorId: undefined, clusterList: EMPTY, unknown: EMPTY,
+});
+
+/**
+ * Whether `asn` occurs anywhere in the AS_PATH (loop detection, RFC 4271 9.1.2). Records made here answer most
+ * "no" from their path's ASN bloom without loading the path itself (a cache miss per record in a table load).
+ */
+export function pathHasAsn(a: PathAttrs, asn: number): boolean {
+  if (a instanceof AttrRecord && (a.facts.bloom & (1 << (asn & 31))) === 0) return false;
+  const path = a.asPath;
+  for (let i = 0; i < path.length; i++) if (path[i].asns.includes(asn)) return true;
+  return false;
 }
 
 /** What best-path selection and hashing need of an AS path, computed once per path (the codec caches them). */
@@ -215,12 +274,16 @@ export interface AsPathFacts {
   readonly neighbour: number;
   /** A content hash of the (normalised) path. */
   readonly hash: number;
+  /** Bit (asn & 31) set for every ASN in the path: a clear bit proves an ASN absent. */
+  readonly bloom: number;
 }
 
 export function asPathFacts(path: AsPath): AsPathFacts {
   let h = mix(0x3c6ef372, path.length);
   for (let i = 0; i < path.length; i++) h = mixList(mix(h, path[i].type), path[i].asns);
-  return { len: asPathLength(path), neighbour: neighbourAs(path), hash: h };
+  let bloom = 0;
+  for (let i = 0; i < path.length; i++) for (const asn of path[i].asns) bloom |= 1 << (asn & 31);
+  return { len: asPathLength(path), neighbour: neighbourAs(path), hash: h, bloom };
 }
 
 /** Build a normalised, frozen attribute record (not interned). */
@@ -274,7 +337,7 @@ function build(init: AttrsInit, adopt: boolean, facts?: AsPathFacts): PathAttrs 
     unknown.length ? Object.freeze(unknown) : EMPTY,
     facts ?? asPathFacts(asPath),
   );
-  rec.hash = hashAttrs(rec, rec.asPathHash);
+  rec.hash = hashAttrs(rec, rec.facts.hash);
   return Object.freeze(rec);
 }
 

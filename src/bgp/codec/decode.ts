@@ -83,7 +83,9 @@ const W4 = 0, N4 = 1, R4 = 2, R6 = 3, U4 = 4, U6 = 5;
 /** Reusable buffers for decoding many UPDATEs with few allocations. */
 export class DecodeScratch {
   private readonly lists: (PrefixList | undefined)[] = [];
-  readonly seen = new Uint8Array(256);
+  /** Attribute types seen, stamped with `serial` (the current UPDATE's number). */
+  readonly seen = new Uint32Array(256);
+  serial = 0;
   /** Normalised AS paths of a 4-octet session by their wire bytes (see AsPathCache). */
   readonly asPaths = new AsPathCache();
   /** The last next hops decoded: consecutive UPDATEs from one peer nearly always share them. */
@@ -407,10 +409,31 @@ function badNextHop4(w: number): boolean {
   return w === 0 || w >>> 28 === 0xe || w === 0xffffffff;
 }
 
+/**
+ * The attributes of one UPDATE as decoded, every field present from the start: one hidden class whatever order
+ * the attributes arrive in, so adoptAttrs reads them monomorphically.
+ */
+class DecodedAttrs implements AttrsInit {
+  origin: Origin | undefined = undefined;
+  asPath: AsPath | undefined = undefined;
+  nextHop: IP | null | undefined = undefined;
+  nextHopLinkLocal: IP | null | undefined = undefined;
+  med: number | undefined = undefined;
+  localPref: number | undefined = undefined;
+  atomicAggregate: boolean | undefined = undefined;
+  aggregator: { asn: number; address: IP } | undefined = undefined;
+  communities: number[] | undefined = undefined;
+  extCommunities: ExtCommunity[] | undefined = undefined;
+  largeCommunities: LargeCommunity[] | undefined = undefined;
+  originatorId: number | undefined = undefined;
+  clusterList: number[] | undefined = undefined;
+  unknown: RawAttr[] | undefined = undefined;
+}
+
 class UpdateParse {
   problems: AttrProblem[] | null = null; // made on the first problem (most UPDATEs have none)
   withdraw = false;
-  init: AttrsInit & { unknown?: RawAttr[] } = {};
+  readonly init = new DecodedAttrs();
   hasOrigin = false;
   /** Normalised when the session is 4-octet; as parsed (to be rebuilt with AS4_PATH, then normalised) when not. */
   asPath: AsPath | null = null;
@@ -474,7 +497,14 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
   if (!readPrefixes4(buf, ae, end, nlri)) throw updateError(UpdateSubcode.INVALID_NETWORK_FIELD, 'malformed NLRI field');
 
   const st = new UpdateParse(buf, opts);
-  const seen = opts.scratch ? opts.scratch.seen.fill(0) : new Uint8Array(256);
+  // Attribute types seen in this UPDATE: a scratch table stamped with this message's serial needs no clearing.
+  let seen: Uint32Array;
+  let mark = 1;
+  if (opts.scratch) {
+    seen = opts.scratch.seen;
+    mark = opts.scratch.serial = (opts.scratch.serial + 1) >>> 0 || 1;
+    if (mark === 1) seen.fill(0);
+  } else seen = new Uint32Array(256);
   let overrun: string | null = null;
   let pos = as;
   while (pos < ae) {
@@ -501,7 +531,7 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
     }
     const attrStart = pos;
     pos = ve;
-    if (seen[type]) {
+    if (seen[type] === mark) {
       // RFC 7606 3 g: a repeated MP_REACH_NLRI or MP_UNREACH_NLRI is a session reset; any other repeat is
       // discarded, the first occurrence kept.
       if (type === AttrType.MP_REACH_NLRI || type === AttrType.MP_UNREACH_NLRI) {
@@ -510,7 +540,7 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
       st.problem(type, 'discard', 'repeated attribute', ErrorCode.UPDATE, UpdateSubcode.MALFORMED_ATTRIBUTE_LIST);
       continue;
     }
-    seen[type] = 1;
+    seen[type] = mark;
     st.attrStart = attrStart;
     st.attrEnd = ve;
     decodeAttr(st, flags, type, vs, ve);
@@ -530,7 +560,7 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
     // needed only with classic NLRI (RFC 4760 3).
     if (!st.hasOrigin) missingAttr(st, AttrType.ORIGIN);
     if (st.asPath === null) missingAttr(st, AttrType.AS_PATH);
-    if (nlri.count > 0 && st.nextHop === null && !seen[AttrType.NEXT_HOP]) missingAttr(st, AttrType.NEXT_HOP);
+    if (nlri.count > 0 && st.nextHop === null && seen[AttrType.NEXT_HOP] !== mark) missingAttr(st, AttrType.NEXT_HOP);
   }
   if (st.nextHopInvalid && nlri.count > 0) {
     // RFC 7606 3 e, 7.3: a semantically wrong NEXT_HOP means the routes are ignored, without a NOTIFICATION.
