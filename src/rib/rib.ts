@@ -319,6 +319,7 @@ class PendingLog {
 }
 
 const CHANGE_TYPES = ['add', 'replace', 'withdraw'] as const;
+const NO_EMPTIES = new Int32Array(0);
 const ADD = 0;
 const REPLACE = 1;
 const WITHDRAW = 2;
@@ -326,7 +327,7 @@ const WITHDRAW = 2;
 /** What a change batch reads from its RIB (closures made once per Rib, so the batch needs no private access). */
 interface BatchView {
   prefix(key: number): Prefix;
-  source(key: number): string | null;
+  sourceName(index: number): string;
   change(key: number, type: RibChange['type']): RibChange;
 }
 
@@ -341,6 +342,7 @@ export class RibChangeBatch implements Iterable<RibChange> {
     private readonly view: BatchView,
     private readonly keys: Int32Array,
     private readonly types: Uint8Array,
+    private readonly sources: Int32Array,
     readonly length: number,
   ) {}
 
@@ -359,7 +361,7 @@ export class RibChangeBatch implements Iterable<RibChange> {
 
   /** The source of the new best path; null for a withdrawal. No objects made. */
   sourceAt(i: number): string | null {
-    return this.types[i] === WITHDRAW ? null : this.view.source(this.keys[i]);
+    return this.types[i] === WITHDRAW ? null : this.view.sourceName(this.sources[i]);
   }
 
   *[Symbol.iterator](): IterableIterator<RibChange> {
@@ -394,10 +396,11 @@ export class Rib {
   private readonly subscribers = new Set<(batch: RibChangeBatch) => void>();
   private log = new PendingLog();
   private spareLog: PendingLog | null = new PendingLog();
+  private emptyScratch = new Int32Array(1024);
   private scheduled = false;
   private readonly view: BatchView = {
     prefix: (key) => this.tables[key & 1].prefix(key >>> 1),
-    source: (key) => this.sources[this.e.src(this.tables[key & 1].head(key >>> 1))]!.name,
+    sourceName: (index) => this.sources[index]!.name,
     change: (key, type) => {
       const t = this.tables[key & 1];
       const r = key >>> 1;
@@ -554,7 +557,23 @@ export class Rib {
   private put(s: number, st: SourceState, fi: number, r: number, rawId: number, effId: number): void {
     const t = this.tables[fi];
     const E = this.e;
-    let e = this.entryOf(t.head(r), s);
+    const head = t.head(r);
+    if (head === NONE) {
+      // A prefix with no paths yet (a table load): the new path is the list, and the best when it is a candidate.
+      this.capture(fi, r, t);
+      const e = E.alloc(s);
+      t.setHead(r, e);
+      E.setRaw(e, rawId);
+      E.setEff(e, effId);
+      st.counts.received++;
+      if (effId !== NONE) {
+        E.setFlags(e, BEST | MULTI);
+        st.counts.accepted++;
+        st.counts.best++;
+      }
+      return;
+    }
+    let e = this.entryOf(head, s);
     if (e !== NONE && E.raw(e) === rawId && E.eff(e) === effId) {
       // Unchanged content: drop the references just taken, refresh the stale mark.
       this.interner.releaseId(rawId);
@@ -810,13 +829,20 @@ export class Rib {
     const E = this.e;
     const keys = new Int32Array(n);
     const types = new Uint8Array(n);
+    const srcs = new Int32Array(n);
+    // Records left without paths (removed after delivery). Taken from the scratch while in use: a subscriber may
+    // flush again from its callback.
+    const empties = this.emptyScratch.length >= n ? this.emptyScratch : new Int32Array(n);
+    this.emptyScratch = NO_EMPTIES;
     let c = 0;
+    let ne = 0;
     for (let i = 0; i < n; i++) {
       const key = log.keys[i];
       const t = this.tables[key & 1];
       const r = key >>> 1;
       t.setPending(r, false);
       const h = t.head(r);
+      if (h === NONE) empties[ne++] = key;
       const hasBest = h !== NONE && (E.flags(h) & BEST) !== 0;
       const before = log.beforeSrc[i];
       let type = -1;
@@ -829,22 +855,23 @@ export class Rib {
       }
       if (type < 0) continue;
       keys[c] = key;
-      types[c++] = type;
+      types[c] = type;
+      srcs[c++] = hasBest ? E.src(h) : NONE;
     }
     for (const s of this.retiredSources) this.freeSources.push(s);
     this.retiredSources = [];
     if (c > 0 && this.subscribers.size > 0) {
-      const batch = new RibChangeBatch(this.view, keys, types, c);
+      const batch = new RibChangeBatch(this.view, keys, types, srcs, c);
       for (const fn of [...this.subscribers]) fn(batch);
     }
     // Only now: withdrawn prefixes keep their records (and so their words) while the subscribers read the batch.
-    for (let i = 0; i < n; i++) {
-      const key = log.keys[i];
-      const t = this.tables[key & 1];
-      const r = key >>> 1;
-      if (log.beforeSrc[i] !== NONE) this.interner.releaseId(log.beforeEff[i]);
+    for (let i = 0; i < n; i++) if (log.beforeSrc[i] !== NONE) this.interner.releaseId(log.beforeEff[i]);
+    for (let j = 0; j < ne; j++) {
+      const t = this.tables[empties[j] & 1];
+      const r = empties[j] >>> 1;
       if (t.isLive(r) && t.head(r) === NONE && !t.isPending(r)) t.remove(r);
     }
+    this.emptyScratch = empties;
     for (const sig of log.multi.values()) for (let j = 3; j < sig.length; j += 2) this.interner.releaseId(sig[j]);
     log.multi.clear();
     log.n = 0;

@@ -858,7 +858,8 @@ export class Trie {
       ci = this.chunkTop++;
     }
     const base = ci * 16;
-    this.tbl.fill(fill, base, base + 16);
+    const tbl = this.tbl;
+    for (let i = base; i < base + 16; i++) tbl[i] = fill; // a loop: fill() costs more than 16 stores
     this.ownBits[ci] = 0;
     this.ownBlk[ci] = NONE;
     this.ownCap[ci] = 0;
@@ -907,7 +908,8 @@ export class Trie {
     if (n < this.ownCap[ci]) {
       const blk = this.ownBlk[ci];
       const v = this.vals;
-      v.copyWithin(blk + r + 1, blk + r, blk + n);
+      // Blocks hold at most 30 values: plain loops beat copyWithin's call overhead by far.
+      for (let i = blk + n; i > blk + r; i--) v[i] = v[i - 1];
       v[blk + r] = value;
     } else {
       const nb = this.allocVals(n + 1); // may compact the pool: read this owner's block afterwards
@@ -915,8 +917,8 @@ export class Trie {
       const cap = this.ownCap[ci];
       const v = this.vals;
       if (n > 0) {
-        v.copyWithin(nb, blk, blk + r);
-        v.copyWithin(nb + r + 1, blk + r, blk + n);
+        for (let i = 0; i < r; i++) v[nb + i] = v[blk + i];
+        for (let i = r; i < n; i++) v[nb + i + 1] = v[blk + i];
         this.freeVals(blk, cap);
       }
       v[nb + r] = value;
@@ -993,7 +995,8 @@ export class Trie {
       if (this.ownCap[ci] === 0) continue;
       const n = popcnt(this.ownBits[ci]);
       const blk = this.ownBlk[ci];
-      fresh.set(this.vals.subarray(blk, blk + n), top);
+      const v = this.vals;
+      for (let i = 0; i < n; i++) fresh[top + i] = v[blk + i];
       this.ownBlk[ci] = top;
       this.ownCap[ci] = n;
       top += n;
