@@ -328,6 +328,10 @@ const WITHDRAW = 2;
 interface BatchView {
   prefix(key: number): Prefix;
   sourceName(index: number): string;
+  /** The best source of a record now (null when it has no best). */
+  currentSource(key: number): string | null;
+  /** A counter of RIB changes, to tell whether the RIB moved since a batch was made. */
+  mutations(): number;
   change(key: number, type: RibChange['type']): RibChange;
 }
 
@@ -344,7 +348,11 @@ export class RibChangeBatch implements Iterable<RibChange> {
     private readonly types: Uint8Array,
     private readonly sources: Int32Array,
     readonly length: number,
-  ) {}
+  ) {
+    this.mutations = view.mutations();
+  }
+
+  private readonly mutations: number;
 
   /** Change `i` as an object. */
   at(i: number): RibChange {
@@ -361,6 +369,8 @@ export class RibChangeBatch implements Iterable<RibChange> {
 
   /** The source of the new best path; null for a withdrawal. No objects made. */
   sourceAt(i: number): string | null {
+    // As decided at the flush, unless a subscriber has changed the RIB since: then as at(i) would read it.
+    if (this.view.mutations() !== this.mutations) return this.view.currentSource(this.keys[i]);
     return this.types[i] === WITHDRAW ? null : this.view.sourceName(this.sources[i]);
   }
 
@@ -398,9 +408,18 @@ export class Rib {
   private spareLog: PendingLog | null = new PendingLog();
   private emptyScratch = new Int32Array(1024);
   private scheduled = false;
+  private mutationCount = 0; // best-path-relevant changes seen by capture(), for RibChangeBatch.sourceAt
   private readonly view: BatchView = {
     prefix: (key) => this.tables[key & 1].prefix(key >>> 1),
     sourceName: (index) => this.sources[index]!.name,
+    currentSource: (key) => {
+      const t = this.tables[key & 1];
+      const r = key >>> 1;
+      if (!t.isLive(r)) return null;
+      const h = t.head(r);
+      return h === NONE || !(this.e.flags(h) & BEST) ? null : this.sources[this.e.src(h)]!.name;
+    },
+    mutations: () => this.mutationCount,
     change: (key, type) => {
       const t = this.tables[key & 1];
       const r = key >>> 1;
@@ -533,7 +552,8 @@ export class Rib {
     const effId = effective === null ? NONE : effective === attrs ? rawId : I.internId(effective);
     // One reference per prefix: n on the raw set, n on the effective one (minus the ones acquire already took).
     if (n > 1) I.retainIdN(rawId, n - 1);
-    if (effId !== NONE) I.retainIdN(effId, effId === rawId ? n : n - 1);
+    // (internId took one on a distinct effective object even when its content, and so its id, is the raw set's.)
+    if (effId !== NONE) I.retainIdN(effId, effective === attrs ? n : n - 1);
     let rejected = 0;
     const fi = list.family === 4 ? 0 : 1;
     const t = this.tables[fi];
@@ -885,6 +905,7 @@ export class Rib {
   }
 
   private capture(fi: number, r: number, t: Table): void {
+    this.mutationCount++;
     if (this.subscribers.size === 0 || t.isPending(r)) return;
     t.setPending(r, true);
     const E = this.e;

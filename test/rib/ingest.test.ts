@@ -242,11 +242,8 @@ t.test('updateList equals per-prefix update (IPv4 and IPv6, maxPaths 1..3), and 
   t.pass('250 sequences');
 });
 
-// KNOWN BUG (reported, not fixed here): Rib.updateList takes one reference too many when `effective` is a
-// different object with the same content as `attrs`: internId(effective) already took one reference and
-// retainIdN(effId, effId === rawId ? n : n - 1) adds n more. The assertions that catch it are marked todo (they run
-// and report "not ok # TODO" without failing the suite); drop the todo once src/rib/rib.ts is fixed.
-const LEAK = 'Rib.updateList: effective equal in content to attrs but another object leaks a reference';
+// Regression: an `effective` equal in content to `attrs` but another object once took one reference too many
+// (internId(effective) takes one, and the per-prefix retain counted as if it had not).
 
 t.test('updateList with an effective set equal in content to attrs (another object)', async (t) => {
   const rib = newRib();
@@ -255,15 +252,15 @@ t.test('updateList with an effective set equal in content to attrs (another obje
   t.ok(attrs !== effective && attrsEqual(attrs, effective), 'equal content, two objects');
   rib.updateList('p1', listOf(4, [P('10.0.0.0/24'), P('10.0.1.0/24')]), attrs, effective);
   t.same(rib.counts('p1'), { received: 2, accepted: 2, best: 2, stale: 0 });
-  t.equal(rib.interner.refCount(attrs), 4, 'two prefixes: one reference each for received and effective', { todo: LEAK });
+  t.equal(rib.interner.refCount(attrs), 4, 'two prefixes: one reference each for received and effective');
   rib.dropSource('p1');
   t.equal(rib.prefixCount, 0);
   t.equal(rib.pathCount, 0);
-  t.equal(rib.interner.size, 0, 'nothing held once the source is dropped', { todo: LEAK });
+  t.equal(rib.interner.size, 0, 'nothing held once the source is dropped');
   // The property above with such effective sets too.
   const r = fc.check(listVersusSingle(true), { numRuns: 100 });
   const why = r.failed ? fc.defaultReportMessage(r)!.slice(0, 1500) : '';
-  t.notOk(r.failed, `per-prefix and list ingest agree and leak nothing${why ? `\n${why}` : ''}`, { todo: LEAK });
+  t.notOk(r.failed, `per-prefix and list ingest agree and leak nothing${why ? `\n${why}` : ''}`);
 });
 
 t.test('updateList: an empty list, a rejecting accept, and a re-sent list', async (t) => {
@@ -583,12 +580,8 @@ t.test('export: the best path moving to the peer withdraws the route from it', a
   }
 });
 
-// KNOWN BUG (reported, not fixed here; since e694a38): RibChangeBatch.sourceAt returns the best source as it was
-// when flush() began, while at(i) reads the RIB as it is. When an earlier subscriber changes the RIB in its
-// callback (allowed: the change starts the next batch), a later exportChanges(peer, batch) takes sourceAt's stale
-// answer and sends the peer its own route. The assertions that catch it are todo (they run, and do not fail the
-// suite); drop the todo once fixed.
-const STALE_SOURCE = 'RibChangeBatch.sourceAt is stale after a subscriber changed the RIB in its callback';
+// Regression: RibChangeBatch.sourceAt once answered from the flush-time state even after an earlier subscriber
+// changed the RIB in its callback, so a later exportChanges(peer, batch) could send the peer its own route.
 
 t.test('export after an earlier subscriber changed the RIB in its callback', async (t) => {
   for (const form of ['batch', 'array'] as const) {
@@ -603,12 +596,12 @@ t.test('export after an earlier subscriber changed the RIB in its callback', asy
     const sent: ExportUpdate[] = [];
     rib.subscribe((b) => {
       if (form === 'batch' && b.typeAt(0) !== 'withdraw') {
-        t.equal(b.sourceAt(0), b.at(0).best!.source, 'sourceAt agrees with at(i)', { todo: STALE_SOURCE });
+        t.equal(b.sourceAt(0), b.at(0).best!.source, 'sourceAt agrees with at(i)');
       }
       const u = rib.exportChanges('p2', form === 'batch' ? b : [...b], policy);
       for (const [, prefixes] of u.announce) {
         for (const q of prefixes) {
-          t.not(rib.best(q)?.source, 'p2', `${form}: ${formatPrefix(q)} not sent to p2, where its best path is from`, form === 'batch' ? { todo: STALE_SOURCE } : {});
+          t.not(rib.best(q)?.source, 'p2', `${form}: ${formatPrefix(q)} not sent to p2, where its best path is from`);
         }
       }
       sent.push(u);
