@@ -88,6 +88,8 @@ const CLOSE_GRACE_MS = 2000;
 
 let sessionIds = 0;
 
+const NO_PROBLEMS: readonly AttrProblem[] = Object.freeze([]);
+
 /** A running FSM timer: its deadline (performance.now() ms) and the timeout that checks it. */
 interface ArmedTimer {
   due: number;
@@ -507,7 +509,15 @@ export class Session extends EventEmitter<SessionEvents> {
           else this.counters.attributeDiscard++;
           this.log.warn(`${this.name}: RFC 7606 ${r.action}: ${problems.map((p) => p.reason).join('; ')}`);
           this.processingProblems = problems;
-        } else this.processingProblems = [];
+        } else this.processingProblems = NO_PROBLEMS;
+        // The FSM's fast path for the usual case (Established, not inside another event): same outcome as the
+        // UpdateMsg event, without an event and actions per UPDATE.
+        const hold = this.dispatching ? -1 : this.fsm.updateInEstablished();
+        if (hold >= 0) {
+          if (hold > 0) this.setTimer('Hold', hold);
+          this.safeEmit('update', m, r.action, this.processingProblems);
+          return;
+        }
         this.processingAction = r.action;
         this.processing = m;
         this.dispatch({ type: 'UpdateMsg' });

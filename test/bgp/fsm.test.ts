@@ -420,3 +420,32 @@ t.test('properties over random event sequences', async (t) => {
   );
   t.pass('no property violated');
 });
+
+t.test('updateInEstablished is handle(UpdateMsg) without the objects: same hold restart, or -1 to fall back', async (t) => {
+  for (const state of ['Idle', 'Connect', 'Active', 'OpenSent', 'OpenConfirm', 'Established'] as State[]) {
+    for (const holdTime of [90, 0]) {
+      const fast = fsmIn(state);
+      const slow = fsmIn(state);
+      if (state === 'Established' && holdTime === 0) {
+        // Re-negotiate hold time 0 on both (a session whose peer asked for no keepalives).
+        for (const f of [fast, slow]) {
+          f.handle({ type: 'TcpConnectionFails' });
+          for (const e of [{ type: 'ManualStart' }, { type: 'Tcp_CR_Acked' }, { type: 'BGPOpen', holdTime: 0 }, { type: 'KeepAliveMsg' }] as FsmEvent[]) f.handle(e);
+        }
+        if (fast.state !== 'Established') t.fail('could not reach Established with hold time 0');
+      } else if (holdTime === 0) continue;
+      const r = fast.updateInEstablished();
+      const actions = slow.handle({ type: 'UpdateMsg' });
+      if (state !== 'Established') {
+        t.equal(r, -1, `${state}: not handled by the fast path`);
+        t.equal(fast.state, state, `${state}: nothing changed`);
+        continue;
+      }
+      t.ok(has(actions, 'deliverUpdate'), 'the slow path delivers');
+      const started = timerStarted(actions, 'Hold');
+      t.equal(r, started ? started.seconds : 0, `hold ${holdTime}: same hold time restarted`);
+      t.equal(fast.state, slow.state, 'same state');
+      t.equal(fast.isRunning('Hold'), slow.isRunning('Hold'), 'same belief about the hold timer');
+    }
+  }
+});
