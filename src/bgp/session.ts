@@ -111,6 +111,7 @@ export class Session extends EventEmitter<SessionEvents> {
   private processing: UpdateMessage | null = null;
   private processingAction: DecodeResult['action'] = 'ok';
   private processingProblems: readonly AttrProblem[] = [];
+  private pendingHold = 0; // hold time to restart the timer with once the current read is processed
   private refreshFamily: AddressFamily | null = null;
   private refreshSubtype = 0;
   private dispatching = false;
@@ -453,6 +454,12 @@ export class Session extends EventEmitter<SessionEvents> {
       if (this.socket === null) return;
       this.onFrame(frame);
     });
+    if (this.pendingHold > 0) {
+      // UPDATEs on the fast path restart the hold timer once per read, not once per message; only if the FSM
+      // still has it running (a message later in the chunk may have ended the session).
+      if (this.socket !== null && this.fsm.isRunning('Hold')) this.setTimer('Hold', this.pendingHold);
+      this.pendingHold = 0;
+    }
     if (err && this.socket !== null) {
       this.log.warn(`${this.name}: bad message header: ${err.reason}`);
       // (With a bad marker the type octet means nothing.)
@@ -514,7 +521,7 @@ export class Session extends EventEmitter<SessionEvents> {
         // UpdateMsg event, without an event and actions per UPDATE.
         const hold = this.dispatching ? -1 : this.fsm.updateInEstablished();
         if (hold >= 0) {
-          if (hold > 0) this.setTimer('Hold', hold);
+          if (hold > 0) this.pendingHold = hold; // restarted at the end of this read (onData)
           this.safeEmit('update', m, r.action, this.processingProblems);
           return;
         }

@@ -852,16 +852,12 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       return;
     }
     const rib = this.rib;
-    const withdrawAll = (list: PrefixList | undefined, ok: boolean) => {
-      if (!list || !ok) return;
-      for (let i = 0; i < list.count; i++) rib.withdraw(src, list.prefix(i));
-    };
-    withdrawAll(m.withdrawn, v4);
-    if (m.mpUnreach) withdrawAll(m.mpUnreach.withdrawn, familyOk(m.mpUnreach.afi, m.mpUnreach.safi, fams));
+    if (v4) this.withdrawList(src, m.withdrawn);
+    if (m.mpUnreach && familyOk(m.mpUnreach.afi, m.mpUnreach.safi, fams)) this.withdrawList(src, m.mpUnreach.withdrawn);
     if (action === 'treat-as-withdraw' || m.attrs === null) {
       // RFC 7606 2: every prefix the UPDATE carries is withdrawn.
-      withdrawAll(m.nlri, v4);
-      if (m.mpReach) withdrawAll(m.mpReach.nlri, familyOk(m.mpReach.afi, m.mpReach.safi, fams));
+      if (v4) this.withdrawList(src, m.nlri);
+      if (m.mpReach && familyOk(m.mpReach.afi, m.mpReach.safi, fams)) this.withdrawList(src, m.mpReach.nlri);
     } else {
       // The import policy (see importPolicy), applied once per UPDATE: the loop check depends only on the
       // attributes, the prefix list only on the prefix.
@@ -877,6 +873,10 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       }
     }
     this.scheduleFlush();
+  }
+
+  private withdrawList(src: string, list: PrefixList): void {
+    for (let i = 0; i < list.count; i++) this.rib.withdraw(src, list.prefix(i));
   }
 
   private onEndOfRib(p: PeerState, f: AddressFamily): void {

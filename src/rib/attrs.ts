@@ -182,7 +182,7 @@ function isSortedUnique(xs: readonly number[]): boolean {
 class AttrRecord implements PathAttrs {
   hash = 0;
   /** The attributes most routes do not carry, in one object shared by all records that have none of them. */
-  private readonly rare: RareAttrs;
+  readonly rareAttrs: RareAttrs;
   constructor(
     readonly origin: Origin,
     readonly asPath: AsPath,
@@ -201,35 +201,35 @@ class AttrRecord implements PathAttrs {
     /** Shared by every record with this path (one pointer here instead of three numbers). */
     readonly facts: AsPathFacts,
   ) {
-    this.rare = nextHopLinkLocal === null && !atomicAggregate && aggregator === undefined && extCommunities.length === 0 &&
+    this.rareAttrs = nextHopLinkLocal === null && !atomicAggregate && aggregator === undefined && extCommunities.length === 0 &&
         largeCommunities.length === 0 && originatorId === undefined && clusterList.length === 0 && unknown.length === 0
       ? NO_RARE
       : Object.freeze({ nextHopLinkLocal, atomicAggregate, aggregator, extCommunities, largeCommunities, originatorId, clusterList, unknown });
   }
 
   get nextHopLinkLocal(): IP | null {
-    return this.rare.nextHopLinkLocal;
+    return this.rareAttrs.nextHopLinkLocal;
   }
   get atomicAggregate(): boolean {
-    return this.rare.atomicAggregate;
+    return this.rareAttrs.atomicAggregate;
   }
   get aggregator(): Aggregator | undefined {
-    return this.rare.aggregator;
+    return this.rareAttrs.aggregator;
   }
   get extCommunities(): readonly ExtCommunity[] {
-    return this.rare.extCommunities;
+    return this.rareAttrs.extCommunities;
   }
   get largeCommunities(): readonly LargeCommunity[] {
-    return this.rare.largeCommunities;
+    return this.rareAttrs.largeCommunities;
   }
   get originatorId(): number | undefined {
-    return this.rare.originatorId;
+    return this.rareAttrs.originatorId;
   }
   get clusterList(): readonly number[] {
-    return this.rare.clusterList;
+    return this.rareAttrs.clusterList;
   }
   get unknown(): readonly RawAttr[] {
-    return this.rare.unknown;
+    return this.rareAttrs.unknown;
   }
   get asPathLen(): number {
     return this.facts.len;
@@ -337,7 +337,7 @@ function build(init: AttrsInit, adopt: boolean, facts?: AsPathFacts): PathAttrs 
     unknown.length ? Object.freeze(unknown) : EMPTY,
     facts ?? asPathFacts(asPath),
   );
-  rec.hash = hashAttrs(rec, rec.facts.hash);
+  rec.hash = hashAttrs(rec);
   return Object.freeze(rec);
 }
 
@@ -386,17 +386,30 @@ function mixList(h: number, xs: readonly number[]): number {
   return h;
 }
 
-function hashAttrs(a: Omit<PathAttrs, 'hash' | 'asPathLen' | 'neighbourAsn'>, asPathHash: number): number {
+function hashAttrs(a: AttrRecord): number {
   let h = mix(0x9747b28c, a.origin);
-  h = mix(h, asPathHash);
+  h = mix(h, a.facts.hash);
   h = mixIP(h, a.nextHop);
-  h = mixIP(h, a.nextHopLinkLocal);
   // Absent and present-with-a-value must hash differently; -1 cannot be a uint32 value.
   h = mix(h, a.med ?? -1);
   h = mix(h, a.localPref ?? -1);
+  h = mixList(h, a.communities);
+  // Records without any rare attribute all share NO_RARE (see AttrRecord), so one constant stands for them all.
+  h = a.rareAttrs === NO_RARE ? mix(h, 0x5bd1e995) : hashRare(h, a.rareAttrs);
+  // Final avalanche so that bucket keys use all bits.
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  // Signed: a small integer stays unboxed in the record (an unsigned value >= 2^31 would be a heap number).
+  return h | 0;
+}
+
+function hashRare(h: number, a: RareAttrs): number {
+  h = mixIP(h, a.nextHopLinkLocal);
   h = mix(h, a.atomicAggregate ? 1 : 0);
   h = a.aggregator ? mixIP(mix(h, a.aggregator.asn), a.aggregator.address) : mix(h, -1);
-  h = mixList(h, a.communities);
   const ext = a.extCommunities;
   h = mix(h, ext.length);
   for (let i = 0; i < ext.length; i++) h = mix(mix(h, ext[i][0]), ext[i][1]);
@@ -412,14 +425,7 @@ function hashAttrs(a: Omit<PathAttrs, 'hash' | 'asPathLen' | 'neighbourAsn'>, as
     h = mix(mix(mix(h, u.type), u.flags), u.value.length);
     for (let j = 0; j < u.value.length; j++) h = mix(h, u.value[j]);
   }
-  // Final avalanche so that bucket keys use all bits.
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  // Signed: a small integer stays unboxed in the record (an unsigned value >= 2^31 would be a heap number).
-  return h | 0;
+  return h;
 }
 
 function listEq(a: readonly number[], b: readonly number[]): boolean {

@@ -336,7 +336,8 @@ for (const [type, f] of Object.entries(ATTR_FLAGS)) EXPECTED_FLAGS[Number(type)]
 
 // Attributes whose errors are handled by attribute discard rather than treat-as-withdraw (RFC 7606 3 f, 7.6, 7.7 for
 // ATOMIC_AGGREGATE and AGGREGATOR, RFC 6793 6 for AS4_PATH and AS4_AGGREGATOR).
-const DISCARD_ON_ERROR = new Set<number>([AttrType.ATOMIC_AGGREGATE, AttrType.AGGREGATOR, AttrType.AS4_PATH, AttrType.AS4_AGGREGATOR]);
+const DISCARD_ON_ERROR = new Uint8Array(256); // by type code: a table, read for every attribute
+for (const t of [AttrType.ATOMIC_AGGREGATE, AttrType.AGGREGATOR, AttrType.AS4_PATH, AttrType.AS4_AGGREGATOR]) DISCARD_ON_ERROR[t] = 1;
 
 const updateError = (sub: number, reason: string, data: Uint8Array = EMPTY) => notificationError(ErrorCode.UPDATE, sub, reason, data);
 
@@ -608,7 +609,6 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
   const buf = st.buf;
   const opts = st.opts;
   const alen = ve - vs;
-  const name = ATTR_NAMES[type];
   const expected = EXPECTED_FLAGS[type];
   const isMp = type === AttrType.MP_REACH_NLRI || type === AttrType.MP_UNREACH_NLRI;
   if (!isMp) st.otherAttrs++;
@@ -624,12 +624,12 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
     }
     return; // optional non-transitive: quietly ignored
   }
-  const action: 'discard' | 'withdraw' = DISCARD_ON_ERROR.has(type) ? 'discard' : 'withdraw';
+  const action: 'discard' | 'withdraw' = DISCARD_ON_ERROR[type] === 1 ? 'discard' : 'withdraw';
   if ((flags & (O | T)) !== expected) {
     // RFC 7606 3 c: conflicting Optional/Transitive bits make the attribute malformed (treat-as-withdraw, or
     // discard for the attributes whose malformation is discarded). MP attributes are still parsed, so their
     // prefixes can be withdrawn.
-    st.problem(type, action, `${name} has flags 0x${flags.toString(16)}`, ErrorCode.UPDATE, UpdateSubcode.ATTRIBUTE_FLAGS, st.attrData());
+    st.problem(type, action, `${ATTR_NAMES[type]} has flags 0x${flags.toString(16)}`, ErrorCode.UPDATE, UpdateSubcode.ATTRIBUTE_FLAGS, st.attrData());
     if (!isMp) return;
   }
   switch (type) {
@@ -678,7 +678,7 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
       st.init.med = u32(buf, vs);
       return;
     case AttrType.LOCAL_PREF: // RFC 7606 7.5
-      if (opts.external) return st.problem(type, 'discard', `${name} from an external peer`);
+      if (opts.external) return st.problem(type, 'discard', `${ATTR_NAMES[type]} from an external peer`);
       if (alen !== 4) return st.lengthError(type, action, `length ${alen}`);
       st.init.localPref = u32(buf, vs);
       return;
@@ -702,12 +702,12 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
       return;
     }
     case AttrType.ORIGINATOR_ID: // RFC 7606 7.9
-      if (opts.external) return st.problem(type, 'discard', `${name} from an external peer`);
+      if (opts.external) return st.problem(type, 'discard', `${ATTR_NAMES[type]} from an external peer`);
       if (alen !== 4) return st.lengthError(type, action, `length ${alen}`);
       st.init.originatorId = u32(buf, vs);
       return;
     case AttrType.CLUSTER_LIST: { // RFC 7606 7.10
-      if (opts.external) return st.problem(type, 'discard', `${name} from an external peer`);
+      if (opts.external) return st.problem(type, 'discard', `${ATTR_NAMES[type]} from an external peer`);
       if (alen === 0 || alen % 4 !== 0) return st.lengthError(type, action, `length ${alen} is not a non-zero multiple of 4`);
       const ids: number[] = new Array(alen / 4);
       for (let i = 0; i < ids.length; i++) ids[i] = u32(buf, vs + 4 * i);
