@@ -4,7 +4,7 @@
 //
 //   npm run bench:bgp-ingest -- [--table FILE] [--limit N] [--shape realistic|packed] [--sender replay,bird]
 //                               [--receivers blockspeaker,bird,gobgp] [--no-sink] [--no-full] [--no-bgperf]
-//                               [--cpu-prof] [--compiled] [--poll-ms MS] [--timeout S] [--keep]
+//                               [--cpu-prof] [--from-source] [--poll-ms MS] [--timeout S] [--keep]
 //
 // Needs root, bird2 and gobgpd (apt-get install bird2 gobgpd), curl and nsenter. About 5-6 minutes on 2 cores.
 //
@@ -22,8 +22,9 @@
 //
 // Receivers, one at a time, each against a fresh session from the sender:
 //   sink          bench/lib/bgp-sink.ts: counts prefixes and drops them — the sender's own ceiling
-//   blockspeaker  `node --import tsx src/cli/main.ts run -c FILE` (the sources; --compiled runs bin/blockspeaker.js,
-//                 i.e. dist/ when built), one passive peer; its RSS includes tsx (~28 MB)
+//   blockspeaker  `node bin/blockspeaker.js run -c FILE`, the compiled daemon as users run it (the bench runs
+//                 `npm run build` first so dist/ matches the sources; --from-source runs src/ through tsx instead,
+//                 which is slower and ~28 MB bigger), one passive peer
 //   bird, gobgp   the interop harness's daemons (accept everything, export everything), one passive peer
 // Time = from session Established (the sender's own timestamp: BIRD's `iso long ms`, the replay's log line) until
 // the receiver holds every prefix. Exact where the receiver says when: the sink, and blockspeaker, whose debug log
@@ -84,7 +85,7 @@ const { values } = parseArgs({
     'no-full': { type: 'boolean', default: false },
     'no-bgperf': { type: 'boolean', default: false },
     'cpu-prof': { type: 'boolean', default: false },
-    compiled: { type: 'boolean', default: false },
+    'from-source': { type: 'boolean', default: false },
     'poll-ms': { type: 'string', default: '100' },
     timeout: { type: 'string', default: '240' },
     seed: { type: 'string', default: '1' },
@@ -410,8 +411,8 @@ async function startBlockspeaker(link: Link, peers: PeerSpec[], name: string): P
     status: { listen: `127.0.0.1:${STATUS_PORT}` },
     ipc: false,
   }, null, 2));
-  // The sources through tsx by default (dist/ may be stale); --compiled runs bin/blockspeaker.js (dist/ when built).
-  const entry = values.compiled ? [BIN] : ['--import', 'tsx', MAIN];
+  // The compiled daemon (built at the start of the run), or the sources through tsx with --from-source.
+  const entry = values['from-source'] ? ['--import', 'tsx', MAIN] : [BIN];
   const nodeArgs = values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', dir] : [];
   const logFile = join(dir, 'blockspeaker.log');
   const child = runInNetns(link.peer.ns, process.execPath, [...nodeArgs, ...entry, 'run', '-c', file, '--run-dir', dir, '--log-level', 'debug'], { logFile, cwd: repoRoot });
@@ -873,6 +874,11 @@ const started = now();
 let failed = false;
 try {
   cleanupLeftovers();
+  if (receivers.includes('blockspeaker') && !values['from-source']) {
+    // dist/ must be the sources being measured: build it (tsc, ~20 s, not timed).
+    await execFileP('npm', ['run', '-s', 'build'], { cwd: repoRoot, timeout: 300_000 });
+    log('built dist/ (npm run build) for the compiled daemon');
+  }
   const fullKinds: Kind[] = [...(values['no-sink'] ? [] : ['sink' as const]), ...receivers];
   if (!fullKinds.length) throw new Error('nothing to measure: give --receivers or leave out --no-sink');
   const links = new Map<Kind, Link>();

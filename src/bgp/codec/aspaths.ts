@@ -13,12 +13,14 @@ const MAX_ENTRIES = 1 << 16;
 const EMPTY = -1;
 
 export class AsPathCache {
-  private readonly index = new Int32Array(MAX_ENTRIES * 2).fill(EMPTY); // load <= 1/2
-  private readonly mask = MAX_ENTRIES * 2 - 1;
-  private readonly hashes = new Int32Array(MAX_ENTRIES);
-  private readonly offsets = new Int32Array(MAX_ENTRIES);
-  private readonly lengths = new Uint16Array(MAX_ENTRIES);
-  private arena = new Uint8Array(1 << 16);
+  // Sized for a few hundred paths and doubled as needed (up to MAX_ENTRIES): a daemon with a hundred small peers
+  // must not pay a full table's cache per session.
+  private index = new Int32Array(512).fill(EMPTY); // load <= 1/2
+  private mask = 511;
+  private hashes = new Int32Array(256);
+  private offsets = new Int32Array(256);
+  private lengths = new Uint16Array(256);
+  private arena = new Uint8Array(4096);
   private arenaTop = 0;
   private readonly paths: AsPath[] = [];
   private readonly facts: AsPathFacts[] = [];
@@ -57,6 +59,7 @@ export class AsPathCache {
     const len = e - s;
     if (len > 0xffff) return EMPTY;
     if (this.n === MAX_ENTRIES) this.clear();
+    else if (this.n === this.hashes.length) this.grow();
     if (this.arenaTop + len > this.arena.length) {
       const bigger = new Uint8Array(Math.max(this.arena.length * 2, this.arenaTop + len));
       bigger.set(this.arena.subarray(0, this.arenaTop));
@@ -74,6 +77,25 @@ export class AsPathCache {
     while (this.index[i] !== EMPTY) i = (i + 1) & this.mask;
     this.index[i] = k;
     return k;
+  }
+
+  private grow(): void {
+    const cap = this.hashes.length * 2;
+    const widen = <T extends Int32Array | Uint16Array>(a: T, make: (n: number) => T): T => {
+      const b = make(cap);
+      b.set(a);
+      return b;
+    };
+    this.hashes = widen(this.hashes, (n) => new Int32Array(n));
+    this.offsets = widen(this.offsets, (n) => new Int32Array(n));
+    this.lengths = widen(this.lengths, (n) => new Uint16Array(n));
+    this.index = new Int32Array(cap * 2).fill(EMPTY);
+    this.mask = cap * 2 - 1;
+    for (let k = 0; k < this.n; k++) {
+      let i = this.hashes[k] & this.mask;
+      while (this.index[i] !== EMPTY) i = (i + 1) & this.mask;
+      this.index[i] = k;
+    }
   }
 
   clear(): void {
