@@ -183,6 +183,11 @@ class AttrRecord implements PathAttrs {
   hash = 0;
   /** The attributes most routes do not carry, in one object shared by all records that have none of them. */
   readonly rareAttrs: RareAttrs;
+  /**
+   * COMMUNITIES: a lone community (the common case) as a number (int32, so it stays unboxed), else the sorted list:
+   * one object less per record for the collector to copy and mark in a table load.
+   */
+  readonly comm: number | readonly number[];
   constructor(
     readonly origin: Origin,
     readonly asPath: AsPath,
@@ -192,7 +197,7 @@ class AttrRecord implements PathAttrs {
     readonly localPref: number | undefined,
     atomicAggregate: boolean,
     aggregator: Aggregator | undefined,
-    readonly communities: readonly number[],
+    communities: readonly number[],
     extCommunities: readonly ExtCommunity[],
     largeCommunities: readonly LargeCommunity[],
     originatorId: number | undefined,
@@ -201,12 +206,17 @@ class AttrRecord implements PathAttrs {
     /** Shared by every record with this path (one pointer here instead of three numbers). */
     readonly facts: AsPathFacts,
   ) {
+    this.comm = communities.length === 1 ? communities[0] | 0 : communities;
     this.rareAttrs = nextHopLinkLocal === null && !atomicAggregate && aggregator === undefined && extCommunities.length === 0 &&
         largeCommunities.length === 0 && originatorId === undefined && clusterList.length === 0 && unknown.length === 0
       ? NO_RARE
       : Object.freeze({ nextHopLinkLocal, atomicAggregate, aggregator, extCommunities, largeCommunities, originatorId, clusterList, unknown });
   }
 
+  get communities(): readonly number[] {
+    const c = this.comm;
+    return typeof c === 'number' ? Object.freeze([c >>> 0]) : c;
+  }
   get nextHopLinkLocal(): IP | null {
     return this.rareAttrs.nextHopLinkLocal;
   }
@@ -316,6 +326,7 @@ function build(init: AttrsInit, adopt: boolean, facts?: AsPathFacts): PathAttrs 
   const agg = init.aggregator;
   const cs = init.communities;
   const communities = cs === undefined || cs.length === 0 ? EMPTY
+    : cs.length === 1 && adopt ? cs
     : adopt && isSortedUnique(cs) ? Object.freeze(cs) : sortedUnique(cs, 'community');
   const asPath = adopt ? (init.asPath ?? EMPTY) : normaliseAsPath(init.asPath ?? EMPTY);
   const rec = new AttrRecord(
@@ -393,7 +404,9 @@ function hashAttrs(a: AttrRecord): number {
   // Absent and present-with-a-value must hash differently; -1 cannot be a uint32 value.
   h = mix(h, a.med ?? -1);
   h = mix(h, a.localPref ?? -1);
-  h = mixList(h, a.communities);
+  // (As mixList over the list: its length, then each value.)
+  const c = a.comm;
+  h = typeof c === 'number' ? mix(mix(h, 1), c) : mixList(h, c);
   // Records without any rare attribute all share NO_RARE (see AttrRecord), so one constant stands for them all.
   h = a.rareAttrs === NO_RARE ? mix(h, 0x5bd1e995) : hashRare(h, a.rareAttrs);
   // Final avalanche so that bucket keys use all bits.
@@ -428,6 +441,16 @@ function hashRare(h: number, a: RareAttrs): number {
   return h;
 }
 
+function communitiesEq(a: PathAttrs, b: PathAttrs): boolean {
+  if (a instanceof AttrRecord && b instanceof AttrRecord) {
+    const x = a.comm;
+    const y = b.comm;
+    if (typeof x === 'number' || typeof y === 'number') return x === y; // one community is always a number
+    return listEq(x, y);
+  }
+  return listEq(a.communities, b.communities);
+}
+
 function listEq(a: readonly number[], b: readonly number[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
@@ -445,7 +468,7 @@ export function attrsEqual(a: PathAttrs, b: PathAttrs): boolean {
     a.hash !== b.hash || a.origin !== b.origin || a.med !== b.med || a.localPref !== b.localPref ||
     a.atomicAggregate !== b.atomicAggregate || a.originatorId !== b.originatorId ||
     !ipEq(a.nextHop, b.nextHop) || !ipEq(a.nextHopLinkLocal, b.nextHopLinkLocal) ||
-    a.asPath.length !== b.asPath.length || !listEq(a.communities, b.communities) ||
+    a.asPath.length !== b.asPath.length || !communitiesEq(a, b) ||
     !listEq(a.clusterList, b.clusterList) || a.extCommunities.length !== b.extCommunities.length ||
     a.largeCommunities.length !== b.largeCommunities.length || a.unknown.length !== b.unknown.length
   ) {
