@@ -1,5 +1,5 @@
 // Opens the Store named by a config/CLI string: a directory (embedded, durable) or etcd://host:port[,host:port].
-import { openEtcdStore, type EtcdStoreOptions } from './etcd.ts';
+import type { EtcdStoreOptions } from './etcd.ts';
 import { openFileStore } from './file.ts';
 import { StoreError, type Store } from './types.ts';
 
@@ -27,6 +27,8 @@ export async function openStore(spec: string, etcdOptions: EtcdStoreOptions = {}
   if (spec.startsWith('etcds://')) throw new StoreError(`store ${spec}: TLS to etcd (etcds://) is not supported yet; use etcd:// on a trusted network`);
   if (spec.startsWith('etcd://')) {
     const loc = parseEtcdUrl(spec);
+    // Loaded on demand: the etcd client (gRPC, protobuf) adds ~26 MB to a process that uses the embedded store.
+    const { openEtcdStore } = await import('./etcd.ts');
     return openEtcdStore(loc.endpoints, { ...etcdOptions, keyPrefix: etcdOptions.keyPrefix ?? loc.keyPrefix });
   }
   return openFileStore(spec);
