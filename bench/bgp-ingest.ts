@@ -24,7 +24,7 @@
 //   sink          bench/lib/bgp-sink.ts: counts prefixes and drops them — the sender's own ceiling
 //   blockspeaker  `node bin/blockspeaker.js run -c FILE`, the compiled daemon as users run it (the bench runs
 //                 `npm run build` first so dist/ matches the sources; --from-source runs src/ through tsx instead,
-//                 which is slower and ~28 MB bigger), one passive peer
+//                 which adds tsx: ~40 MB more RSS), one passive peer
 //   bird, gobgp   the interop harness's daemons (accept everything, export everything), one passive peer
 // Time = from session Established (the sender's own timestamp: BIRD's `iso long ms`, the replay's log line) until
 // the receiver holds every prefix. Exact where the receiver says when: the sink, and blockspeaker, whose debug log
