@@ -471,7 +471,7 @@ export class Session extends EventEmitter<SessionEvents> {
     }
   }
 
-  private onFrame(frame: Buffer): void {
+  private onFrame(frame: Uint8Array): void {
     this.counters.messagesIn++;
     const r = decodeMessage(frame, this.decodeOpts);
     if (r.action === 'notification') {

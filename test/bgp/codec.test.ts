@@ -346,7 +346,7 @@ t.test('framer: any chunking of a stream yields the same messages', async (t) =>
 
 t.test('framer: whole messages in a chunk are views, not copies; header errors stop the stream', async (t) => {
   const chunk = Buffer.concat([encodeKeepalive(), encodeKeepalive()]);
-  const views: Buffer[] = [];
+  const views: Uint8Array[] = [];
   t.equal(new Framer().push(chunk, (m) => views.push(m)), null);
   t.equal(views[1].buffer, chunk.buffer, 'shares the chunk memory');
   const f = new Framer();

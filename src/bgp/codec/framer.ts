@@ -33,7 +33,7 @@ export class Framer {
    * null, or the header error to send as a NOTIFICATION; after an error the stream is out of sync and every later
    * call returns the same error.
    */
-  push(chunk: Uint8Array, onFrame: (msg: Buffer) => void): NotificationResult | null {
+  push(chunk: Uint8Array, onFrame: (msg: Uint8Array) => void): NotificationResult | null {
     if (this.failed) return this.failed;
     const n = chunk.length;
     let off = 0;
@@ -71,7 +71,8 @@ export class Framer {
         this.bodyFill = n - off;
         return null;
       }
-      onFrame(view.subarray(off, off + len));
+      // A plain view: Buffer#subarray builds a Buffer through a JS constructor, measurable at ~350k messages.
+      onFrame(new Uint8Array(view.buffer, view.byteOffset + off, len));
       off += len;
     }
     if (off < n) {
