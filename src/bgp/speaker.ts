@@ -859,10 +859,9 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       if (v4) this.withdrawList(src, m.nlri);
       if (m.mpReach && familyOk(m.mpReach.afi, m.mpReach.safi, fams)) this.withdrawList(src, m.mpReach.nlri);
     } else {
-      // The import policy (see importPolicy), applied once per UPDATE: the loop check depends only on the
-      // attributes, the prefix list only on the prefix.
+      // The import policy (importPolicy's two halves): the attributes' half once per UPDATE, the prefix list per prefix.
       const attrs = m.attrs;
-      const loop = isLoop(attrs, this.cfg.asn, this.routerId);
+      const loop = this.importedAttrs(attrs) === null;
       const accept = p.importFilter ? p.importFilter.acceptor : undefined;
       if (v4) rib.updateList(src, m.nlri, attrs, loop ? null : attrs, accept);
       const mp = m.mpReach;
@@ -907,11 +906,15 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
 
   // ---- import -------------------------------------------------------------------------------------------------
 
+  // The import policy in two halves, so the ingest path can apply the first once per UPDATE: the attributes
+  // (dropped when they loop back to us), then the peer's prefix list.
+  private importedAttrs(attrs: PathAttrs): PathAttrs | null {
+    return isLoop(attrs, this.cfg.asn, this.routerId) ? null : attrs;
+  }
+
   private importPolicy(p: PeerState): ImportPolicy {
-    const localAs = this.cfg.asn;
-    const routerId = this.routerId;
     return (prefix, attrs) => {
-      if (isLoop(attrs, localAs, routerId)) return null;
+      if (this.importedAttrs(attrs) === null) return null;
       if (p.importFilter && !p.importFilter.accepts(prefix)) return null;
       return attrs;
     };
@@ -944,8 +947,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     const v6 = fams.includes('ipv6');
     return (prefix, best) => {
       if (prefix.family === 4 ? !v4 : !v6) return null;
-      // Never back to where it came from.
-      if (best.source === p.source) return null;
+      // (Never back to where it came from: exportChanges/exportAll do not ask the policy for those.)
       if (p.exportFilter && !p.exportFilter.accepts(prefix)) return null;
       const from = best.peer.type;
       // No route reflection: iBGP-learned routes do not go to iBGP peers (RFC 4271 9.1.1 / 9.2).

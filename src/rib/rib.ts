@@ -196,10 +196,6 @@ class Table {
     return this.trie.getWords(p.w0, p.w1, p.w2, p.w3, p.len);
   }
 
-  findWords(w0: number, w1: number, w2: number, w3: number, len: number): number {
-    return this.trie.getWords(w0, w1, w2, w3, len);
-  }
-
   head(r: number): number {
     return this.segs[r >>> SEG_SHIFT][(r & SEG_MASK) * this.stride + this.wpr + 1];
   }
@@ -570,7 +566,7 @@ export class Rib {
         : t.findOrAddWords(words[4 * i], words[4 * i + 1], words[4 * i + 2], words[4 * i + 3], lens[i]);
       this.put(s, st, fi, r, rawId, eid);
     }
-    if (rejected > 0) for (let i = 0; i < rejected; i++) I.releaseId(effId);
+    for (let i = 0; i < rejected; i++) I.releaseId(effId);
   }
 
   /** Store a path of source `s` for record `r`; the references on rawId and effId are the caller's, handed over. */

@@ -54,10 +54,9 @@ export class AsPathCache {
     return this.facts[k];
   }
 
-  /** Remember that b[s..e) (hash `h`) decodes to `path`; returns the entry. */
+  /** Remember that b[s..e) (hash `h`, at most 65,535 octets: an attribute value) decodes to `path`; returns the entry. */
   add(b: Uint8Array, s: number, e: number, h: number, path: AsPath): number {
     const len = e - s;
-    if (len > 0xffff) return EMPTY;
     if (this.n === MAX_ENTRIES) this.clear();
     else if (this.n === this.hashes.length) this.grow();
     if (this.arenaTop + len > this.arena.length) {

@@ -137,8 +137,6 @@ function ipv6Shared(b: Uint8Array, p: number, scratch: DecodeScratch | undefined
   return (scratch.nh6 = ipv6At(b, p));
 }
 
-
-
 // ---- header -------------------------------------------------------------------------------------------------
 
 /**
@@ -652,10 +650,6 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
           const err = parseAsPath(buf, vs, ve, 4, segs);
           if (err) return st.problem(type, 'withdraw', `malformed AS_PATH: ${err}`, ErrorCode.UPDATE, UpdateSubcode.MALFORMED_AS_PATH);
           k = cache.add(buf, vs, ve, h, normaliseAsPath(segs, true));
-          if (k < 0) {
-            st.asPath = normaliseAsPath(segs, true);
-            return;
-          }
         }
         st.asPath = cache.path(k);
         st.asPathFacts = cache.factsOf(k);
