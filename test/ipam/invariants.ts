@@ -43,7 +43,9 @@ export async function checkInvariants(
     const owner = affineHost(b);
     if (owner) {
       const aff = await ipam.ds.affinity(owner, b.cidr);
-      if (!aff || aff.value.state !== 'confirmed') throw new Error(`block ${b.cidr} affine to ${owner} without a confirmed affinity`);
+      if (!aff || (aff.value.state !== 'confirmed' && !(opts.allowPending && aff.value.state === 'pending'))) {
+        throw new Error(`block ${b.cidr} affine to ${owner} without a confirmed affinity (${aff ? aff.value.state : 'none'})`);
+      }
     } else if (c.allocated === 0) throw new Error(`empty non-affine block ${b.cidr} was not deleted`);
   }
   // The store agrees with the model exactly.
