@@ -1,9 +1,14 @@
 // The embedded, durable Store: an append-only log in a directory, shared by any number of processes.
 //
 // Files in the directory:
-//   LOCK      never replaced; an exclusive OFD/flock lock on it serialises writers across processes.
-//   log       32-byte header, then framed records. Every log starts with a snapshot (possibly empty).
-//   log.tmp   a snapshot being written by compaction; renamed over `log` once fsync'ed.
+//   LOCK      never replaced; an exclusive OFD/flock (Windows: LockFileEx) lock on it serialises writers across
+//             processes. Opened read+append: LockFileEx refuses a handle without read or write access.
+//   log, log.1, log.2, ...   generations of the log: `log` is generation 0, `log.N` generation N. The highest
+//             generation is the current one; older ones are leftovers of a compaction, removed when nobody holds
+//             them open (Windows refuses to remove or rename over an open file, so nothing is ever renamed over a
+//             log: compaction writes the next generation under a new name). Every log starts with a snapshot.
+//   log.tmp   the next generation being written by compaction; renamed to `log.N+1` (a new name) once fsync'ed.
+// File format (header, frames, records): ./logfile.ts.
 //
 // Header (48 bytes): "BSKVLOG1", then two 20-byte slots: u32 committedLo | u32 committedHi | u32 flags | u32 seq |
 //   u32 crc32(first 16 bytes). Writers alternate slots (seq+1 goes to slot (seq+1)&1) and the valid slot with the
@@ -12,14 +17,17 @@
 //   committed: the byte length known to be fdatasync'ed; written after each sync. Readers without the lock read
 //   only up to it (so they never see unacknowledged records), and on open a bad record before it is corruption,
 //   while a bad record at or after it is a torn tail and is dropped.
-//   flags bit 0 (sealed): compaction is replacing this file; readers must re-check the path's inode.
+//   flags bit 0 (sealed): compaction is replacing this file; readers look for a newer generation.
 // Record frame: u32 length | u32 crc32(payload, seeded with length) | payload (UTF-8 JSON):
 //   txn:            [revision, [[key, value] (put) | [key] (delete), ...]]
 //   snapshot head:  {"snap": revision, "chunks": n}   followed by n chunks  {"kv": [[key, value, create, mod], ...]}
 import fs from 'node:fs';
 import path from 'node:path';
-import zlib from 'node:zlib';
-import fsx from 'fs-native-extensions';
+import { hostPlatform, type AccessReport, type Platform, type PlatformFiles } from '../platform/platform.ts';
+import {
+  encodeFrame, HEADER, INDEX_EVERY, MAGIC, newHeader, parseHeader, scanFrames, SEALED, SLOT, SNAPSHOT_CHUNK, headerSlot,
+  writeAll, type Header,
+} from './logfile.ts';
 import { KvState } from './state.ts';
 import {
   StoreError,
@@ -39,7 +47,19 @@ export interface FileStoreOptions {
   compactRatio?: number;
   /** How often watchers poll for other processes' writes, in ms. Default 50. */
   pollMs?: number;
+  /** File rules, locking and directory ACLs; default: this machine's. Tests hand in a Windows double. */
+  platform?: Platform;
+  /** Told what access control a newly created store directory got (Windows: an ACL; may be not enforced). */
+  onAccess?: (report: AccessReport) => void;
+  /** Tests: called at each step of a compaction (may throw to inject a failure there). */
+  onCompactionStep?: (step: CompactionStep) => void;
 }
+
+/** The steps of a compaction, in order ('tmp-partial' once per buffer written to log.tmp). */
+export const COMPACTION_STEPS = ['sealed', 'tmp-partial', 'tmp-written', 'renamed', 'opened', 'old-closed', 'old-removed'] as const;
+export type CompactionStep = (typeof COMPACTION_STEPS)[number];
+
+export { crc32, crc32Portable } from './logfile.ts';
 
 export interface FileStoreStats {
   /** Transactions evaluated by this process (including failed compares and deletes of absent keys). */
@@ -61,36 +81,7 @@ export interface FileStoreStats {
   lastCompactionError?: string;
 }
 
-const MAGIC = Buffer.from('BSKVLOG1', 'latin1');
-const HEADER = 48;
-const SLOT = 20;
-const FRAME = 8;
-const SEALED = 1;
-const READ_CHUNK = 4 << 20;
-const SNAPSHOT_CHUNK = 1 << 20;
-const INDEX_EVERY = 64;
 
-// zlib.crc32 exists from Node 20.15; older 20.x gets the table version (same polynomial and seeding).
-let crcTable: Uint32Array | undefined;
-function crc32Table(data: Uint8Array, seed: number): number {
-  if (!crcTable) {
-    crcTable = new Uint32Array(256);
-    for (let n = 0; n < 256; n++) {
-      let c = n;
-      for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-      crcTable[n] = c >>> 0;
-    }
-  }
-  let c = ~seed;
-  for (let i = 0; i < data.length; i++) c = crcTable[(c ^ data[i]!) & 0xff]! ^ (c >>> 8);
-  return ~c >>> 0;
-}
-const zcrc = (zlib as unknown as { crc32?: (data: Uint8Array, value?: number) => number }).crc32;
-export const crc32: (data: Uint8Array, seed?: number) => number = zcrc
-  ? (data, seed = 0) => zcrc(data, seed)
-  : (data, seed = 0) => crc32Table(data, seed);
-/** Exposed for tests: the portable fallback. */
-export const crc32Portable = (data: Uint8Array, seed = 0): number => crc32Table(data, seed);
 
 type EncodedOp = [string, string] | [string];
 
@@ -112,7 +103,9 @@ interface WatchEntry {
 /** One log file as this process knows it. */
 interface LogFile {
   fd: number;
-  ino: number;
+  /** Generation: 0 is the file `log`, N > 0 is `log.N`. */
+  gen: number;
+  path: string;
   /** Revision of the snapshot at the start of the file. */
   snapRev: number;
   /** Offset of the first txn record (after the snapshot). */
@@ -128,11 +121,6 @@ interface LogFile {
   idxOff: number[];
 }
 
-interface Header {
-  committed: number;
-  flags: number;
-  seq: number;
-}
 
 // Stores in one process that share a directory queue here for the cross-process lock, so at most one of them
 // waits in waitForLock (which parks a libuv threadpool thread) and a holder never starves for threads.
@@ -174,120 +162,37 @@ function fsError(storeName: string, action: string, file: string, err: unknown):
   return new StoreError(`${storeName}: cannot ${action} ${file}: ${why}${code ? ` (${code})` : ''}`);
 }
 
-function encodeFrame(payload: string): Buffer {
-  const len = Buffer.byteLength(payload);
-  const buf = Buffer.allocUnsafe(FRAME + len);
-  buf.write(payload, FRAME, 'utf8');
-  buf.writeUInt32LE(len, 0);
-  buf.writeUInt32LE(crc32(buf.subarray(FRAME), len), 4);
-  return buf;
-}
-
-function headerSlot(committed: number, flags: number, seq: number): Buffer {
-  const b = Buffer.alloc(SLOT);
-  b.writeUInt32LE(committed % 0x100000000, 0);
-  b.writeUInt32LE(Math.floor(committed / 0x100000000), 4);
-  b.writeUInt32LE(flags, 8);
-  b.writeUInt32LE(seq >>> 0, 12);
-  b.writeUInt32LE(crc32(b.subarray(0, 16)), 16);
-  return b;
-}
-
-/** The header of a new file: slot 0 holds seq 1, slot 1 is empty (its checksum does not match). */
-function newHeader(committed: number): Buffer {
-  const b = Buffer.alloc(HEADER);
-  MAGIC.copy(b, 0);
-  headerSlot(committed, 0, 1).copy(b, 8);
-  return b;
-}
-
-/** The valid slot with the higher seq (seq wraps: compared as a signed difference). */
-function parseHeader(b: Buffer): Header | undefined {
-  let best: Header | undefined;
-  for (let at = 8; at < HEADER; at += SLOT) {
-    if (crc32(b.subarray(at, at + 16)) !== b.readUInt32LE(at + 16)) continue;
-    const h = {
-      committed: b.readUInt32LE(at) + b.readUInt32LE(at + 4) * 0x100000000,
-      flags: b.readUInt32LE(at + 8),
-      seq: b.readUInt32LE(at + 12),
-    };
-    if (!best || ((h.seq - best.seq) | 0) > 0) best = h;
-  }
-  return best;
-}
-
-function writeAll(fd: number, buf: Buffer, position: number): void {
-  let done = 0;
-  while (done < buf.length) done += fs.writeSync(fd, buf, done, buf.length - done, position + done);
-}
 
 function fdatasyncAsync(fd: number): Promise<void> {
   return new Promise((resolve, reject) => fs.fdatasync(fd, (err) => (err ? reject(err) : resolve())));
 }
 
-function fsyncDir(dir: string): void {
-  // Windows cannot open a directory for fsync; renames there are durable through the file system's journal.
-  if (process.platform === 'win32') return;
-  const fd = fs.openSync(dir, 'r');
-  try {
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
+const LOG_NAME = /^log(?:\.(\d+))?$/;
+
+/** The file name of a log generation. */
+export function logFileName(gen: number): string {
+  return gen === 0 ? 'log' : `log.${gen}`;
 }
 
-/**
- * Walk the frames in [from, to), calling onFrame for each valid one. Stops at the first frame that is cut short or
- * fails its CRC and says where (`bad`), or at `to` (`bad` false).
- */
-function scanFrames(
-  fd: number,
-  from: number,
-  to: number,
-  onFrame: (payload: Buffer, start: number, end: number) => boolean | void,
-): { end: number; bad: boolean } {
-  let buf = Buffer.alloc(0);
-  let bufStart = from;
-  const ensure = (pos: number, n: number): void => {
-    if (pos >= bufStart && pos + n <= bufStart + buf.length) return;
-    const size = Math.min(to - pos, Math.max(n, READ_CHUNK));
-    buf = Buffer.allocUnsafe(size);
-    let got = 0;
-    while (got < size) {
-      const r = fs.readSync(fd, buf, got, size - got, pos + got);
-      if (r === 0) break;
-      got += r;
-    }
-    buf = buf.subarray(0, got);
-    bufStart = pos;
-  };
-  let pos = from;
-  while (pos < to) {
-    if (pos + FRAME > to) return { end: pos, bad: true };
-    ensure(pos, FRAME);
-    if (buf.length - (pos - bufStart) < FRAME) return { end: pos, bad: true };
-    const len = buf.readUInt32LE(pos - bufStart);
-    const crc = buf.readUInt32LE(pos - bufStart + 4);
-    // Zero-filled space (a common shape of a torn write) would otherwise pass as an empty record.
-    if (len === 0 || pos + FRAME + len > to) return { end: pos, bad: true };
-    ensure(pos, FRAME + len);
-    const off = pos - bufStart + FRAME;
-    if (buf.length < off + len) return { end: pos, bad: true };
-    const payload = buf.subarray(off, off + len);
-    if (crc32(payload, len) !== crc) return { end: pos, bad: true };
-    if (onFrame(payload, pos, pos + FRAME + len) === false) return { end: pos, bad: false };
-    pos += FRAME + len;
+/** Generations of the log files in a directory listing, ascending. */
+export function logGenerations(names: string[]): number[] {
+  const gens: number[] = [];
+  for (const n of names) {
+    const m = LOG_NAME.exec(n);
+    if (m) gens.push(m[1] === undefined ? 0 : Number(m[1]));
   }
-  return { end: pos, bad: false };
+  return gens.sort((a, b) => a - b);
 }
+
 
 export class FileStore implements Store {
   readonly name: string;
-  private readonly logPath: string;
   private readonly tmpPath: string;
+  private readonly files: PlatformFiles;
   private readonly state = new KvState();
   private log!: LogFile;
   private readonly compactMinBytes: number;
+  private readonly onStep: ((step: CompactionStep) => void) | undefined;
   private readonly compactRatio: number;
   private readonly pollMs: number;
 
@@ -315,11 +220,57 @@ export class FileStore implements Store {
     opts: FileStoreOptions,
   ) {
     this.name = `file:${dir}`;
-    this.logPath = path.join(dir, 'log');
     this.tmpPath = path.join(dir, 'log.tmp');
+    this.files = (opts.platform ?? hostPlatform()).files;
+    this.onStep = opts.onCompactionStep;
     this.compactMinBytes = opts.compactMinBytes ?? 16 << 20;
     this.compactRatio = opts.compactRatio ?? 4;
     this.pollMs = opts.pollMs ?? 50;
+  }
+
+  /** A log file being opened (named in its errors). */
+  private opening: string | undefined;
+
+  /** The log file in question (for messages). */
+  private get logPath(): string {
+    return this.opening ?? this.log?.path ?? path.join(this.dir, 'log');
+  }
+
+  private genPath(gen: number): string {
+    return path.join(this.dir, logFileName(gen));
+  }
+
+  /** The highest log generation in the directory, -1 when there is none. */
+  private latestGen(): number {
+    let names: string[];
+    try {
+      names = this.files.list(this.dir);
+    } catch (err) {
+      throw fsError(this.name, 'list', this.dir, err);
+    }
+    const gens = logGenerations(names);
+    return gens.length ? gens[gens.length - 1]! : -1;
+  }
+
+  /**
+   * Remove generations older than the current one. Best effort: on Windows a file another process still has open
+   * cannot be removed; it is retried at the next compaction or open, and never read again meanwhile.
+   */
+  private removeOldGens(): void {
+    let names: string[];
+    try {
+      names = this.files.list(this.dir);
+    } catch {
+      return;
+    }
+    for (const g of logGenerations(names)) {
+      if (g >= this.log.gen) break;
+      try {
+        this.files.remove(this.genPath(g));
+      } catch {
+        /* still open somewhere (Windows); next time */
+      }
+    }
   }
 
   /** @internal */
@@ -327,12 +278,14 @@ export class FileStore implements Store {
     await this.lock();
     try {
       try {
-        fs.rmSync(this.tmpPath, { force: true });
+        this.files.remove(this.tmpPath); // a compaction that died before its rename: never committed to
       } catch (err) {
         throw fsError(this.name, 'remove', this.tmpPath, err);
       }
-      if (!fs.existsSync(this.logPath)) this.writeSnapshotFile();
-      this.log = this.openLog(this.state, true);
+      let gen = this.latestGen();
+      if (gen < 0) this.writeSnapshotFile((gen = 0));
+      this.log = this.openLog(this.state, true, gen);
+      this.removeOldGens();
     } finally {
       this.unlock();
     }
@@ -426,10 +379,10 @@ export class FileStore implements Store {
     this.watchers.clear();
     this.stopWatching();
     try {
-      fs.closeSync(this.log.fd);
+      this.files.close(this.log.fd);
     } catch {}
     try {
-      fs.closeSync(this.lockFd);
+      this.files.close(this.lockFd);
     } catch {}
     this.closed = true;
   }
@@ -613,7 +566,7 @@ export class FileStore implements Store {
   private async lock(): Promise<void> {
     await acquireProcessLock(this.lockKey);
     try {
-      if (!fsx.tryLock(this.lockFd)) await fsx.waitForLock(this.lockFd);
+      if (!this.files.tryLock(this.lockFd)) await this.files.waitForLock(this.lockFd);
     } catch (err) {
       releaseProcessLock(this.lockKey);
       throw fsError(this.name, 'lock', path.join(this.dir, 'LOCK'), err);
@@ -622,7 +575,7 @@ export class FileStore implements Store {
 
   private unlock(): void {
     try {
-      fsx.unlock(this.lockFd);
+      this.files.unlock(this.lockFd);
     } catch (err) {
       // Cannot happen on a valid fd; if it does, other processes may be blocked, so stop using the store.
       this.broken ??= fsError(this.name, 'unlock', path.join(this.dir, 'LOCK'), err);
@@ -700,12 +653,15 @@ export class FileStore implements Store {
    * revision when `skipSnapshot`). With the lock held, a torn tail is cut off; without it, reads stop at the
    * committed length.
    */
-  private openLog(state: KvState, locked: boolean, skipSnapshotAt?: number): LogFile {
+  private openLog(state: KvState, locked: boolean, gen: number, skipSnapshotAt?: number): LogFile {
+    const file = this.genPath(gen);
+    this.opening = file;
     let fd: number;
     try {
-      fd = fs.openSync(this.logPath, 'r+');
+      fd = this.files.open(file, 'r+');
     } catch (err) {
-      throw fsError(this.name, 'open', this.logPath, err);
+      this.opening = undefined;
+      throw fsError(this.name, 'open', file, err);
     }
     try {
       const st = fs.fstatSync(fd);
@@ -715,7 +671,8 @@ export class FileStore implements Store {
         throw this.corrupt(size, `file is shorter than its committed length ${h.committed} (truncated?)`);
       const log: LogFile = {
         fd,
-        ino: st.ino,
+        gen,
+        path: file,
         snapRev: 0,
         dataStart: HEADER,
         end: HEADER,
@@ -771,8 +728,10 @@ export class FileStore implements Store {
       if (locked) this.publish(log, h);
       return log;
     } catch (err) {
-      fs.closeSync(fd);
+      this.files.close(fd);
       throw err;
+    } finally {
+      this.opening = undefined;
     }
   }
 
@@ -783,7 +742,8 @@ export class FileStore implements Store {
       let h = this.readHeader(this.log.fd, false);
       if (!h) return; // torn header read; the next call will see it
       if (h.flags & SEALED) {
-        if (this.pathIno() !== this.log.ino) {
+        // Being compacted, or compacted already: follow a newer generation once one exists.
+        if (this.latestGen() > this.log.gen) {
           this.switchLog(h.committed, false);
           h = this.readHeader(this.log.fd, false);
           if (!h) return;
@@ -801,7 +761,10 @@ export class FileStore implements Store {
 
   /** With the lock: follow a replaced log, read everything others appended, cut a torn tail. */
   private lockedCatchUp(): void {
-    if (this.pathIno() !== this.log.ino) this.switchLog(undefined, true);
+    // Compaction seals a log before it writes the next generation, so only a sealed log can have been replaced:
+    // an unsealed one costs no directory listing.
+    const first = this.readHeader(this.log.fd, true)!;
+    if (first.flags & SEALED && this.latestGen() > this.log.gen) this.switchLog(undefined, true);
     const log = this.log;
     let size: number;
     try {
@@ -847,13 +810,6 @@ export class FileStore implements Store {
     this.writeHeader(log, log.end, 0);
   }
 
-  private pathIno(): number {
-    try {
-      return fs.statSync(this.logPath).ino;
-    } catch (err) {
-      throw fsError(this.name, 'stat', this.logPath, err);
-    }
-  }
 
   /**
    * The log was replaced by a compacted one. The old file (still open here) is frozen: first read it to its end,
@@ -864,17 +820,18 @@ export class FileStore implements Store {
     const old = this.log;
     const oldEnd = oldCommitted ?? fs.fstatSync(old.fd).size;
     if (oldEnd > old.end) this.applyRange(old, this.state, old.end, oldEnd, true); // a torn end of a frozen file is ignored
+    const gen = this.latestGen();
     let next: LogFile;
     try {
-      next = this.openLog(this.state, locked, this.state.revision);
+      next = this.openLog(this.state, locked, gen, this.state.revision);
     } catch (err) {
       if (err !== SNAPSHOT_MISMATCH) throw err;
       const fresh = new KvState();
-      next = this.openLog(fresh, locked);
+      next = this.openLog(fresh, locked, gen);
       this.replaceState(fresh);
     }
     try {
-      fs.closeSync(old.fd);
+      this.files.close(old.fd);
     } catch {}
     this.log = next;
   }
@@ -929,8 +886,13 @@ export class FileStore implements Store {
 
   // ---- compaction ------------------------------------------------------------------------------------------
 
-  /** Write the current state as a new log file at log.tmp, fsync it, and rename it over the log. */
-  private writeSnapshotFile(): void {
+  /**
+   * Write the current state as log generation `gen`: to log.tmp, fsync'ed, then renamed to the generation's name,
+   * which does not exist yet (Windows refuses a rename over a file that is open anywhere, and other processes
+   * hold the current log open), and the directory entry synced.
+   */
+  private writeSnapshotFile(gen: number): void {
+    const target = this.genPath(gen);
     const state = this.state;
     const chunks: Buffer[] = [];
     let batch: [string, string, number, number][] = [];
@@ -952,7 +914,7 @@ export class FileStore implements Store {
     for (const c of chunks) total += c.length;
     let fd: number;
     try {
-      fd = fs.openSync(this.tmpPath, 'w');
+      fd = this.files.open(this.tmpPath, 'w');
     } catch (err) {
       throw fsError(this.name, 'create', this.tmpPath, err);
     }
@@ -961,41 +923,62 @@ export class FileStore implements Store {
       for (const b of [newHeader(total), head, ...chunks]) {
         writeAll(fd, b, at);
         at += b.length;
+        this.step('tmp-partial');
       }
       this.counters.syncs++;
       fs.fsyncSync(fd);
     } catch (err) {
-      fs.closeSync(fd);
-      fs.rmSync(this.tmpPath, { force: true });
+      this.files.close(fd);
+      try {
+        this.files.remove(this.tmpPath);
+      } catch {}
       throw fsError(this.name, 'write', this.tmpPath, err);
     }
-    fs.closeSync(fd);
+    this.files.close(fd);
+    this.step('tmp-written');
     try {
-      fs.renameSync(this.tmpPath, this.logPath);
-      this.counters.syncs++;
-      fsyncDir(this.dir);
+      this.files.rename(this.tmpPath, target);
     } catch (err) {
-      throw fsError(this.name, 'rename the snapshot onto', this.logPath, err);
+      throw fsError(this.name, 'rename the snapshot to', target, err);
     }
+    this.step('renamed');
+    try {
+      this.counters.syncs++;
+      this.files.syncDir(this.dir);
+    } catch (err) {
+      throw fsError(this.name, 'sync the directory', this.dir, err);
+    }
+  }
+
+  /** A compaction step reached (tests: copy the directory as a crash would leave it, or inject a failure). */
+  private step(name: CompactionStep): void {
+    if (this.log) this.onStep?.(name); // not for the first snapshot of a new store
   }
 
   /** Replace the log by a snapshot of the state. Caller holds the lock and is fully caught up. */
   private compact(): void {
     const old = this.log;
     try {
-      // Seal first: readers in other processes then re-check the path on every read until they see the new
-      // file, so a compactor dying half-way can never leave them reading a dead file.
+      // Seal first: readers in other processes then look for a newer generation on every read until they see
+      // it, so a compactor dying half-way can never leave them reading a dead file.
       this.writeHeader(old, old.end, SEALED);
-      this.writeSnapshotFile();
-      this.log = this.openLog(this.state, true, this.state.revision);
-      fs.closeSync(old.fd);
+      this.step('sealed');
+      this.writeSnapshotFile(old.gen + 1);
+      this.log = this.openLog(this.state, true, old.gen + 1, this.state.revision);
+      this.step('opened');
+      // Close before remove: Windows cannot remove a file this process holds open.
+      this.files.close(old.fd);
+      this.step('old-closed');
+      this.removeOldGens();
+      this.step('old-removed');
       this.counters.compactions++;
       this.lastCompactionError = undefined;
     } catch (err) {
       this.lastCompactionError = err instanceof Error ? err.message : String(err);
       if (this.log === old) {
+        // The next generation is not in place (or not readable): the old log stays current, unsealed.
         try {
-          if (this.pathIno() === old.ino) this.writeHeader(old, old.end, 0);
+          if (this.latestGen() === old.gen) this.writeHeader(old, old.end, 0);
         } catch {}
       }
     }
@@ -1033,16 +1016,22 @@ const SNAPSHOT_MISMATCH = Symbol('snapshot mismatch');
 export async function openFileStore(dir: string, opts: FileStoreOptions = {}): Promise<FileStore> {
   const abs = path.resolve(dir);
   const name = `file:${abs}`;
+  const platform = opts.platform ?? hostPlatform();
+  const files = platform.files;
   try {
     // A directory created here must survive a crash too: sync its parent's entry.
-    if (fs.mkdirSync(abs, { recursive: true }) !== undefined) fsyncDir(path.dirname(abs));
+    if (files.mkdirp(abs)) {
+      files.syncDir(path.dirname(abs));
+      const report = await platform.secureNewDir(abs);
+      opts.onAccess?.(report);
+    }
   } catch (err) {
     throw fsError(name, 'create directory', abs, err);
   }
   const lockPath = path.join(abs, 'LOCK');
   let lockFd: number;
   try {
-    lockFd = fs.openSync(lockPath, 'a');
+    lockFd = files.open(lockPath, files.lockFlags);
   } catch (err) {
     throw fsError(name, 'open', lockPath, err);
   }
@@ -1051,7 +1040,7 @@ export async function openFileStore(dir: string, opts: FileStoreOptions = {}): P
   try {
     await store.init();
   } catch (err) {
-    fs.closeSync(lockFd);
+    files.close(lockFd);
     throw err;
   }
   return store;

@@ -1,0 +1,321 @@
+// The Platform: every Linux/Windows difference the program has, behind one interface. A default is picked once
+// from the real OS (hostPlatform()); components take a Platform option so tests can hand in a Windows double
+// (test/platform/windows-double.ts) whose file operations follow Windows rules while running on Linux.
+//
+// Windows facts this encodes (and the double enforces):
+//   - a file cannot be renamed over, or removed, while any handle to it is open (EPERM/EBUSY);
+//   - LockFileEx needs a handle with GENERIC_READ or GENERIC_WRITE: an append-only ('a') handle gets EACCES;
+//   - a directory cannot be opened to fsync it;
+//   - there is no SIGTERM; Ctrl+C is SIGINT, Ctrl+Break is SIGBREAK, closing the console is SIGHUP.
+import { spawn as nodeSpawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import fsx from 'fs-native-extensions';
+import { defaultPaths, HOST_PLATFORM, netIpcPath, socketEndpoint, type DefaultPaths, type PlatformId } from './paths.ts';
+
+export type { PlatformId, DefaultPaths } from './paths.ts';
+
+/** What a stop/reload control means to the daemon. */
+export type ControlAction = 'restart' | 'withdraw' | 'reload';
+
+/** The file operations whose rules differ between the OSes (reads and writes through an fd do not). */
+export interface PlatformFiles {
+  /** Open mode for a lock file: creates it, and gives a handle the OS lock call accepts (read access). */
+  readonly lockFlags: string;
+  open(path: string, flags: string): number;
+  close(fd: number): void;
+  /** Rename. On Windows it fails (EPERM) when `to` exists and is open anywhere: callers rename only onto new names. */
+  rename(from: string, to: string): void;
+  /** Remove a file (absent is fine). On Windows an open file cannot be removed: that throws EPERM/EBUSY. */
+  remove(path: string): void;
+  list(dir: string): string[];
+  /** Make the directory (and parents); true when it did not exist. */
+  mkdirp(dir: string): boolean;
+  /** Make a directory entry change durable (Linux fsync of the directory; Windows: the journal does, a no-op). */
+  syncDir(dir: string): void;
+  tryLock(fd: number): boolean;
+  waitForLock(fd: number): Promise<void>;
+  unlock(fd: number): void;
+}
+
+export interface SpawnResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export type Spawner = (cmd: string, args: string[]) => Promise<SpawnResult>;
+
+/** What an access-control step did, in words that say what is actually enforced. */
+export interface AccessReport {
+  enforced: boolean;
+  what: string;
+}
+
+export interface Platform {
+  readonly id: PlatformId;
+  /** The config's node.os for this machine. */
+  readonly nodeOs: 'linux' | 'windows';
+  readonly paths: DefaultPaths;
+  readonly files: PlatformFiles;
+  readonly env: Record<string, string | undefined>;
+  hostname(): string;
+  /** The node name when the config has none: NODENAME, else NODE_NAME, else the lower-cased host name. */
+  defaultNodeName(): string;
+  /** Identifies this boot of the machine; a run marker from another boot is stale. */
+  bootId(): string;
+  sameBoot(a: string, b: string): boolean;
+  processAlive(pid: number): boolean;
+  /** The signals to listen to and what each means. */
+  readonly controls: ReadonlyArray<{ signal: NodeJS.Signals; action: ControlAction }>;
+  socketEndpoint(path: string): string;
+  netIpcPath(path: string): string;
+  /** What protects the control endpoint once listening (said in logs and client errors). */
+  readonly ipcAccess: string;
+  /** Restrict a directory this program just created to its administrators (Windows: SYSTEM and Administrators). */
+  secureNewDir(dir: string): Promise<AccessReport>;
+  /** Replace `target` by `tmp` (closed files only). Windows retries briefly: scanners hold files open for a moment. */
+  replaceFile(tmp: string, target: string): void;
+  spawn: Spawner;
+}
+
+/** The node:fs subset the platforms are built on; the Windows double wraps it with Windows rules. */
+export interface FsOps {
+  openSync(path: string, flags: string): number;
+  closeSync(fd: number): void;
+  renameSync(from: string, to: string): void;
+  unlinkSync(path: string): void;
+  readdirSync(dir: string): string[];
+  mkdirSync(dir: string, opts: { recursive: true }): string | undefined;
+  fsyncSync(fd: number): void;
+}
+
+export interface LockOps {
+  tryLock(fd: number): boolean;
+  waitForLock(fd: number): Promise<void>;
+  unlock(fd: number): void;
+}
+
+export interface PlatformDeps {
+  fs: FsOps;
+  lock: LockOps;
+  env: Record<string, string | undefined>;
+  hostname: () => string;
+  /** Seconds since boot (os.uptime()). */
+  uptime: () => number;
+  now: () => number;
+  /** Linux: /proc/sys/kernel/random/boot_id, or undefined when unreadable. */
+  readBootId: () => string | undefined;
+  processAlive: (pid: number) => boolean;
+  spawn: Spawner;
+  sleepMs: (ms: number) => void;
+}
+
+function errCode(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | undefined)?.code;
+}
+
+function realProcessAlive(pid: number): boolean {
+  try {
+    return process.kill(pid, 0);
+  } catch (e) {
+    return errCode(e) === 'EPERM'; // exists, owned by someone else
+  }
+}
+
+function realSpawn(cmd: string, args: string[]): Promise<SpawnResult> {
+  return new Promise((resolve) => {
+    const child = nodeSpawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.once('error', (e) => resolve({ code: null, stdout, stderr: stderr + e.message }));
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+function readLinuxBootId(): string | undefined {
+  try {
+    return fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  } catch {
+    try {
+      const m = /^btime (\d+)$/m.exec(fs.readFileSync('/proc/stat', 'utf8'));
+      return m ? `btime:${m[1]}` : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+export function realDeps(): PlatformDeps {
+  const sab = new Int32Array(new SharedArrayBuffer(4));
+  return {
+    fs: {
+      openSync: (p, f) => fs.openSync(p, f),
+      closeSync: (fd) => fs.closeSync(fd),
+      renameSync: (a, b) => fs.renameSync(a, b),
+      unlinkSync: (p) => fs.unlinkSync(p),
+      readdirSync: (d) => fs.readdirSync(d),
+      mkdirSync: (d, o) => fs.mkdirSync(d, o),
+      fsyncSync: (fd) => fs.fsyncSync(fd),
+    },
+    lock: { tryLock: (fd) => fsx.tryLock(fd), waitForLock: (fd) => fsx.waitForLock(fd), unlock: (fd) => fsx.unlock(fd) },
+    env: process.env,
+    hostname: () => os.hostname(),
+    uptime: () => os.uptime(),
+    now: () => Date.now(),
+    readBootId: readLinuxBootId,
+    processAlive: realProcessAlive,
+    spawn: realSpawn,
+    sleepMs: (ms) => void Atomics.wait(sab, 0, 0, ms),
+  };
+}
+
+function files(d: PlatformDeps, windows: boolean): PlatformFiles {
+  return {
+    // 'a+' (read + append, created when missing) on both: an 'a' handle has append access only, which LockFileEx
+    // refuses with EACCES; flock/OFD locks accept any fd.
+    lockFlags: 'a+',
+    open: (p, f) => d.fs.openSync(p, f),
+    close: (fd) => d.fs.closeSync(fd),
+    rename: (a, b) => d.fs.renameSync(a, b),
+    remove(p) {
+      try {
+        d.fs.unlinkSync(p);
+      } catch (e) {
+        if (errCode(e) !== 'ENOENT') throw e;
+      }
+    },
+    list: (dir) => d.fs.readdirSync(dir),
+    mkdirp: (dir) => d.fs.mkdirSync(dir, { recursive: true }) !== undefined,
+    syncDir(dir) {
+      if (windows) return; // no directory handles for fsync; NTFS journals the rename itself
+      const fd = d.fs.openSync(dir, 'r');
+      try {
+        d.fs.fsyncSync(fd);
+      } finally {
+        d.fs.closeSync(fd);
+      }
+    },
+    tryLock: (fd) => d.lock.tryLock(fd),
+    waitForLock: (fd) => d.lock.waitForLock(fd),
+    unlock: (fd) => d.lock.unlock(fd),
+  };
+}
+
+function nodeName(d: PlatformDeps): string {
+  const fromEnv = d.env.NODENAME?.trim() || d.env.NODE_NAME?.trim();
+  // Kubernetes and Calico name a node by its lower-cased host name; Windows host names are upper case.
+  return fromEnv || d.hostname().toLowerCase();
+}
+
+export function linuxPlatform(d: PlatformDeps = realDeps()): Platform {
+  return {
+    id: 'linux',
+    nodeOs: 'linux',
+    paths: defaultPaths('linux'),
+    files: files(d, false),
+    env: d.env,
+    hostname: d.hostname,
+    defaultNodeName: () => nodeName(d),
+    bootId: () => {
+      const id = d.readBootId();
+      // Without /proc: boot time from the uptime, as on Windows.
+      return id ?? `boot@${Math.round((d.now() / 1000 - d.uptime()))}`;
+    },
+    sameBoot: (a, b) => sameBootTime(a, b) ?? a === b,
+    processAlive: d.processAlive,
+    controls: [
+      { signal: 'SIGTERM', action: 'restart' },
+      { signal: 'SIGINT', action: 'withdraw' },
+      { signal: 'SIGHUP', action: 'reload' },
+    ],
+    socketEndpoint: (p) => socketEndpoint(p, 'linux'),
+    netIpcPath: (p) => netIpcPath(p, 'linux'),
+    ipcAccess: 'Unix socket mode 0600 (the daemon\'s user only, usually root)',
+    secureNewDir: async (dir) => ({ enforced: true, what: `${dir}: POSIX permissions from the umask` }),
+    replaceFile: (tmp, target) => d.fs.renameSync(tmp, target),
+    spawn: d.spawn,
+  };
+}
+
+/** SIDs, not names: names are localised ("Administratoren"), SIDs are not. */
+export const SID_SYSTEM = 'S-1-5-18';
+export const SID_ADMINISTRATORS = 'S-1-5-32-544';
+
+/** icacls arguments that leave only SYSTEM and Administrators (full control, inherited by everything below). */
+export function icaclsArgs(dir: string): string[] {
+  return [dir, '/inheritance:r', '/grant:r', `*${SID_SYSTEM}:(OI)(CI)F`, `*${SID_ADMINISTRATORS}:(OI)(CI)F`];
+}
+
+/** Boot identities made from a boot time ("boot@SECONDS") match within a minute: uptime and clock drift apart. */
+function sameBootTime(a: string, b: string): boolean | undefined {
+  const ma = /^boot@(\d+)$/.exec(a);
+  const mb = /^boot@(\d+)$/.exec(b);
+  if (!ma || !mb) return undefined;
+  return Math.abs(Number(ma[1]) - Number(mb[1])) <= 60;
+}
+
+const BUSY = new Set(['EPERM', 'EBUSY', 'EACCES']);
+
+export function windowsPlatform(d: PlatformDeps = realDeps()): Platform {
+  return {
+    id: 'win32',
+    nodeOs: 'windows',
+    paths: defaultPaths('win32'),
+    files: files(d, true),
+    env: d.env,
+    hostname: d.hostname,
+    defaultNodeName: () => nodeName(d),
+    bootId: () => `boot@${Math.round(d.now() / 1000 - d.uptime())}`,
+    sameBoot: (a, b) => sameBootTime(a, b) ?? a === b,
+    processAlive: d.processAlive,
+    // No SIGTERM on Windows. Ctrl+C, Ctrl+Break (what service wrappers send) and the console closing all mean
+    // "this process is going down for now": a graceful-restart stop, so peers keep our routes (RFC 4724).
+    // Withdrawing (the node going away) is `blockspeaker daemon stop --withdraw` over the control pipe.
+    controls: [
+      { signal: 'SIGINT', action: 'restart' },
+      { signal: 'SIGBREAK', action: 'restart' },
+      { signal: 'SIGHUP', action: 'restart' },
+    ],
+    socketEndpoint: (p) => socketEndpoint(p, 'win32'),
+    netIpcPath: (p) => netIpcPath(p, 'win32'),
+    // libuv creates the pipe with FILE_FLAG_FIRST_PIPE_INSTANCE (a name another process owns fails with
+    // EADDRINUSE) and the default DACL: full control for SYSTEM, Administrators and the creating account;
+    // Everyone/Anonymous get read only, which cannot open the pipe for the read+write a request needs. Node
+    // cannot set a custom DACL, and we never call readableAll/writableAll, which would open it to Everyone.
+    ipcAccess: 'named pipe with the default DACL (read+write for SYSTEM, Administrators and the daemon\'s account; others read-only, so they cannot send requests); first instance only',
+    async secureNewDir(dir) {
+      const r = await d.spawn('icacls', icaclsArgs(dir));
+      if (r.code === 0) return { enforced: true, what: `${dir}: ACL set to SYSTEM and Administrators only (inheritance removed)` };
+      const why = (r.stderr || r.stdout).trim().split(/\r?\n/)[0] || `exit code ${r.code}`;
+      return { enforced: false, what: `${dir}: ACL NOT restricted, it inherits its parent's (icacls failed: ${why})` };
+    },
+    replaceFile(tmp, target) {
+      for (let i = 0; ; i++) {
+        try {
+          d.fs.renameSync(tmp, target);
+          return;
+        } catch (e) {
+          if (!BUSY.has(errCode(e) ?? '') || i >= 20) throw e;
+          d.sleepMs(25);
+        }
+      }
+    },
+    spawn: d.spawn,
+  };
+}
+
+let host: Platform | undefined;
+
+/** The platform of this process, made once. */
+export function hostPlatform(): Platform {
+  return (host ??= HOST_PLATFORM === 'win32' ? windowsPlatform() : linuxPlatform());
+}
+
+/** A short, stable, file-name-safe key for a path or URL (the run marker is keyed by the store it guards). */
+export function pathKey(p: string): string {
+  return createHash('sha256').update(p).digest('hex').slice(0, 16);
+}
