@@ -1,11 +1,15 @@
-// `blockspeaker run -c FILE`: the node daemon's process (arguments, signals, run marker). The parts and their
-// wiring live in src/daemon/daemon.ts. SIGTERM/SIGINT stop gracefully (exit 0), SIGHUP reloads the config.
-import { mkdirSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+// `blockspeaker run -c FILE`: the node daemon's process (arguments, signals and service controls, run marker). The
+// parts and their wiring live in src/daemon/daemon.ts. Which signal means what is the platform's (Linux: SIGTERM
+// restart-stop, SIGINT withdraw-stop, SIGHUP reload; Windows: Ctrl+C/Ctrl+Break/console close restart-stop); on
+// every OS `blockspeaker daemon stop [--withdraw]` and `daemon reload` do the same over the control socket.
+import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino, type Logger as Pino } from 'pino';
 import { ConfigError, formatConfig, loadConfig, type Config } from '../config/config.ts';
 import { Daemon } from '../daemon/daemon.ts';
+import { hostPlatform, type ControlAction, type Platform } from '../platform/platform.ts';
+import { markerSubject, RunMarker, RunMarkerError } from '../platform/runmarker.ts';
 import { CliError, parse, required } from './args.ts';
 
 const HELP = `usage: blockspeaker run -c FILE [--check] [--log-level LEVEL] [--run-dir DIR] [--restarted] [--dry-run]
@@ -17,19 +21,30 @@ const HELP = `usage: blockspeaker run -c FILE [--check] [--log-level LEVEL] [--r
   default 127.0.0.1:9179: /status /peers /peers/ADDR /routes /ipam/pools /ipam/blocks /dataplane /healthz
   /readyz /metrics). Logs are JSON lines (pino) on stderr.
 
-  Signals: SIGTERM          graceful-restart stop: sessions closed without NOTIFICATION, so peers keep our routes
-                           (stale) until we are back; routes stay installed; store closed; exit 0
-           SIGINT           full stop: Cease to every peer (they drop our routes), store closed, exit 0
-           SIGHUP           reload FILE: unchanged peers keep their sessions; a bad file is logged and ignored
+  Stopping and reloading (every OS, over the control socket):
+    blockspeaker daemon stop             graceful-restart stop: sessions closed without NOTIFICATION, so peers keep
+                                         our routes (stale) until we are back; routes stay installed; exit 0
+    blockspeaker daemon stop --withdraw  the node goes away: Cease to every peer (they drop our routes), exit 0
+    blockspeaker daemon reload           re-read FILE: unchanged peers keep their sessions; a bad file is refused
+  Signals, Linux:   SIGTERM graceful-restart stop   SIGINT withdraw   SIGHUP reload
+  Signals, Windows: Ctrl+C (SIGINT), Ctrl+Break (SIGBREAK), console closed (SIGHUP): graceful-restart stop
+                    (there is no SIGTERM; a service stop arrives as one of these)
 
   --check            validate FILE, print it with every default filled in, and exit (0 valid, 1 invalid)
   --log-level LEVEL  trace, debug, info (default), warn, error, fatal, silent
-  --run-dir DIR      where the running-marker lives (default /run/blockspeaker, else a temp dir). When the
-                     daemon finds its marker at start, the last run did not stop cleanly (crash, kill -9), so it
-                     restarts as a graceful-restart "restarting speaker": peers keep our routes meanwhile.
+  --run-dir DIR      where the running-marker lives (default /run/blockspeaker, Windows
+                     C:\\ProgramData\\blockspeaker\\run; else a temp dir). The marker is keyed by the store and
+                     records the boot: found at start from this boot, the last run did not stop for good (crash,
+                     kill -9, restart-stop), so it restarts as a graceful-restart "restarting speaker"; a live
+                     daemon on the same store makes start fail.
   --restarted        restart as a graceful-restart restarting speaker whatever the marker says
   --dry-run          dataplane hns: plan against the in-memory fake HNS even on Windows
 `;
+
+/** Start refused before anything was written (printed as one line by main, exit 1). */
+class StartError extends Error {
+  override name = 'StartError';
+}
 
 const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 const STOP_TIMEOUT_MS = 5000;
@@ -45,50 +60,16 @@ function version(): string {
   return 'unknown';
 }
 
-function defaultRunDir(): string {
-  if (process.platform === 'linux') {
-    try {
-      mkdirSync('/run/blockspeaker', { recursive: true });
-      return '/run/blockspeaker';
-    } catch {
-      /* not root */
-    }
-  }
-  return join(tmpdir(), 'blockspeaker');
-}
-
-/**
- * The running-marker: present while a daemon runs, removed on a clean stop. Found at start = the previous run
- * died, and (on Linux /run, a tmpfs) the host did not reboot since, so its routes are still installed.
- */
-class RunMarker {
-  constructor(readonly path: string) {}
-
-  /** true when a previous run left its marker behind. */
-  claim(log: Pino): boolean {
-    let found = false;
-    if (existsSync(this.path)) {
-      const pid = Number(readFileSync(this.path, 'utf8').trim());
-      let alive = false;
-      try {
-        if (pid > 0 && pid !== process.pid) alive = process.kill(pid, 0);
-      } catch {
-        alive = false;
-      }
-      if (alive) log.warn({ pid, marker: this.path }, 'another blockspeaker seems to run with this node name');
-      found = !alive;
-    }
-    mkdirSync(join(this.path, '..'), { recursive: true });
-    writeFileSync(this.path, `${process.pid}\n`);
-    return found;
-  }
-
-  release(): void {
-    rmSync(this.path, { force: true });
+function defaultRunDir(platform: Platform): string {
+  try {
+    platform.files.mkdirp(platform.paths.runDir);
+    return platform.paths.runDir;
+  } catch {
+    return join(tmpdir(), 'blockspeaker'); // not root / not an administrator
   }
 }
 
-export async function run(argv: string[]): Promise<number> {
+export async function run(argv: string[], platform: Platform = hostPlatform()): Promise<number> {
   const { values } = parse('run', argv, {
     config: { type: 'string', short: 'c' },
     check: { type: 'boolean' },
@@ -106,7 +87,7 @@ export async function run(argv: string[]): Promise<number> {
   const level = values['log-level'] ?? 'info';
   if (!LEVELS.includes(level)) throw new CliError(`run: --log-level must be one of ${LEVELS.join(', ')}, got "${level}"`);
 
-  const cfg: Config = loadConfig(file); // a ConfigError ends the command: main prints it, exit 1
+  const cfg: Config = loadConfig(file, platform); // a ConfigError ends the command: main prints it, exit 1
   if (values.check) {
     process.stdout.write(formatConfig(cfg));
     return 0;
@@ -118,28 +99,45 @@ export async function run(argv: string[]): Promise<number> {
   const ver = version();
   log.info({ config: file, version: ver, pid: process.pid }, 'starting');
 
-  const marker = new RunMarker(join(values['run-dir'] ?? defaultRunDir(), `${cfg.node.name}.running`));
-  const restarted = marker.claim(log) || !!values.restarted;
-  if (restarted) log.info({ marker: marker.path }, 'previous run did not stop cleanly: restarting speaker (graceful restart R bit)');
+  const subject = markerSubject(cfg.ipam?.store, cfg.node.name, file);
+  const marker = new RunMarker(values['run-dir'] ?? defaultRunDir(platform), cfg.node.name, subject, platform);
+  let claim;
+  try {
+    claim = marker.claim();
+  } catch (e) {
+    // A second daemon on the same store: nothing was written; main prints the message, exit 1.
+    if (e instanceof RunMarkerError) throw new StartError(e.message);
+    throw new StartError(`cannot write the running-marker ${marker.path}: ${(e as Error).message}`);
+  }
+  if (claim.note && !claim.restarted) log.info({ marker: marker.path }, claim.note);
+  const restarted = claim.restarted || !!values.restarted;
+  if (restarted) log.info({ marker: marker.path, why: claim.note ?? '--restarted' }, 'restarting speaker (graceful restart R bit)');
 
-  const daemon = new Daemon({ file, config: cfg, log, version: ver, restarted, dryRun: !!values['dry-run'], startedAt });
+  const controls = {
+    stop: (withdraw: boolean) => void reloading.then(() => stop(withdraw ? 'daemon stop --withdraw' : 'daemon stop', 0, !withdraw)),
+    reload: (): Promise<void> => {
+      const r: Promise<void> = reloading.then(() => (stopping ? undefined : daemon.reload()));
+      reloading = r.catch(() => {});
+      return r;
+    },
+  };
+  const daemon = new Daemon({ file, config: cfg, log, version: ver, restarted, dryRun: !!values['dry-run'], startedAt, platform, controls });
 
   let stopping = false;
   let done!: (code: number) => void;
   const finished = new Promise<number>((resolve) => (done = resolve));
 
-  const stop = async (why: string, code: number) => {
+  const stop = async (why: string, code: number, restart: boolean) => {
     if (stopping) return;
     stopping = true;
-    log.info({ reason: why }, 'stopping');
+    log.info({ reason: why, restart }, 'stopping');
     const timer = setTimeout(() => {
       log.warn({ timeoutMs: STOP_TIMEOUT_MS }, 'stop timed out; exiting anyway');
-      if (why !== 'SIGTERM') marker.release();
+      if (!restart) marker.release();
       done(code);
     }, STOP_TIMEOUT_MS); // not unref'd: it must fire even when nothing else keeps the loop alive
-    // SIGTERM is a restart (rolling update, reboot): peers keep our routes under graceful restart, and the marker
-    // stays so the next start announces itself as a restarting speaker (R bit). Anything else is a full stop.
-    const restart = why === 'SIGTERM';
+    // A restart-stop (rolling update, reboot, service stop): peers keep our routes under graceful restart, and the
+    // marker stays so the next start announces itself as a restarting speaker (R bit). Withdraw is a full stop.
     await daemon.stop({ restart });
     clearTimeout(timer);
     if (!restart) marker.release();
@@ -159,28 +157,31 @@ export async function run(argv: string[]): Promise<number> {
     }
   };
 
+  const actions = new Map<string, ControlAction>(platform.controls.map((c) => [c.signal, c.action]));
   const onSignal = (sig: NodeJS.Signals) => {
-    if (sig === 'SIGHUP') {
-      log.info('SIGHUP: reloading config');
+    const action = actions.get(sig);
+    if (action === 'reload') {
+      log.info({ signal: sig }, 'reloading config');
       reloading = reloading.then(reload);
     } else if (stopping) {
       log.warn({ signal: sig }, 'second stop signal: exiting now');
       marker.release();
       done(sig === 'SIGINT' ? 130 : 143);
-    } else void reloading.then(() => stop(sig, 0));
+    } else void reloading.then(() => stop(sig, 0, action === 'restart'));
   };
-  for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(sig, onSignal);
+  for (const sig of actions.keys()) process.on(sig, onSignal);
 
   try {
     await daemon.start();
     log.info({ ready: daemon.ready() }, 'started');
   } catch (e) {
     log.fatal({ err: (e as Error).message }, 'cannot start');
-    await stop('start failed', 1);
+    // Nothing of ours is announced or installed yet: a full stop, and the marker goes.
+    await stop('start failed', 1, false);
   }
 
   const code = await finished;
-  for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.off(sig, onSignal);
+  for (const sig of actions.keys()) process.off(sig, onSignal);
   // Anything still holding the event loop (a retry timer, a half-open socket) must not delay the exit. Not
   // unref'd: an unref'd immediate does not wake a loop that is blocked waiting for a timer.
   setImmediate(() => process.exit(code));

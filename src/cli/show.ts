@@ -35,7 +35,7 @@ interface Common {
 }
 
 /** Pull the socket/config/json options out of argv, wherever they are. */
-function common(argv: string[]): Common {
+export function common(argv: string[]): Common {
   let socket: string | undefined;
   let config: string | undefined;
   let json = false;
@@ -61,7 +61,7 @@ function common(argv: string[]): Common {
 }
 
 /** A daemon request; an unreachable daemon is one clear line, not a stack. */
-async function ask<T>(socket: string, method: string, params: unknown = {}): Promise<T> {
+export async function ask<T>(socket: string, method: string, params: unknown = {}): Promise<T> {
   try {
     return await ipcRequest<T>(socket, method, params);
   } catch (e) {

@@ -1,9 +1,9 @@
 // Config loading and validation: YAML or JSON text -> a typed Config with defaults, or a ConfigError that lists
 // every problem, each naming its field path, the bad value and the source line.
 import { readFileSync } from 'node:fs';
-import { hostname } from 'node:os';
 import { isMap, isSeq, LineCounter, parseDocument, stringify, type Node as YamlNode } from 'yaml';
 import { formatIP, formatPrefix, maxLen, parseIP, parsePrefix, type Family } from '../net/ip.ts';
+import { hostPlatform, type Platform } from '../platform/platform.ts';
 import { Checker, isPlainObject, show, type ConfigIssue, type Path } from './check.ts';
 import type {
   AddressFamily, BgpConfig, Config, DataplaneConfig, IpamConfig, IpcConfig, ListenAddress, NodeConfig, PeerConfig,
@@ -25,24 +25,26 @@ export const DEFAULT_HOLD_TIME = 90;
 export const DEFAULT_BGP_LISTEN: ListenAddress = { address: '::', port: DEFAULT_BGP_PORT };
 export const DEFAULT_RESTART_TIME = 120;
 export const DEFAULT_STATUS_LISTEN: ListenAddress = { address: '127.0.0.1', port: 9179 };
-export const DEFAULT_IPC_PATH = process.platform === 'win32' ? '\\\\.\\pipe\\blockspeaker' : '/run/blockspeaker.sock';
-export const DEFAULT_STORE = process.platform === 'win32' ? 'C:\\ProgramData\\blockspeaker' : '/var/lib/blockspeaker';
+export const DEFAULT_IPC_PATH = hostPlatform().paths.ipcPath;
+export const DEFAULT_STORE = hostPlatform().paths.store;
 const FAMILIES: readonly AddressFamily[] = ['ipv4', 'ipv6'];
 const familyName = (f: Family): AddressFamily => (f === 4 ? 'ipv4' : 'ipv6');
 
 /** Read and validate a config file (YAML, or JSON, which YAML 1.2 reads too). Throws ConfigError. */
-export function loadConfig(path: string): Config {
+export function loadConfig(path: string, platform?: Platform): Config {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (e) {
-    throw new ConfigError(path, [{ path: '(file)', message: `cannot read: ${(e as Error).message}` }]);
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : code === 'EISDIR' ? 'is a directory' : (e as Error).message;
+    throw new ConfigError(path, [{ path: '(file)', message: `cannot read ${path}: ${why}${code ? ` (${code})` : ''}` }]);
   }
-  return parseConfig(text, path);
+  return parseConfig(text, path, platform);
 }
 
 /** Validate config text. sourceName is used in messages only. Throws ConfigError listing every problem. */
-export function parseConfig(text: string, sourceName = 'config'): Config {
+export function parseConfig(text: string, sourceName = 'config', platform?: Platform): Config {
   const lines = new LineCounter();
   // uniqueKeys (the default) makes a repeated key an error instead of silently keeping the last one.
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, version: '1.2' });
@@ -66,15 +68,15 @@ export function parseConfig(text: string, sourceName = 'config'): Config {
   if (!(isMap(doc.contents) || doc.contents === null)) {
     throw new ConfigError(sourceName, [{ path: '(top level)', message: `must be a mapping, got ${isSeq(doc.contents) ? 'a list' : show(root)}` }]);
   }
-  const cfg = validateConfig(c, root);
+  const cfg = validateConfig(c, root, platform);
   if (c.issues.length) throw new ConfigError(sourceName, c.issues);
   return cfg!;
 }
 
 /** Validate an already-parsed value (e.g. from JSON.parse). Throws ConfigError. */
-export function configFromValue(value: unknown, sourceName = 'config'): Config {
+export function configFromValue(value: unknown, sourceName = 'config', platform?: Platform): Config {
   const c = new Checker();
-  const cfg = validateConfig(c, value);
+  const cfg = validateConfig(c, value, platform);
   if (c.issues.length) throw new ConfigError(sourceName, c.issues);
   return cfg!;
 }
@@ -87,10 +89,10 @@ export function formatConfig(cfg: Config, format: 'yaml' | 'json' = 'yaml'): str
 
 // ---------------------------------------------------------------------------------------------------------------
 
-function validateConfig(c: Checker, v: unknown): Config | undefined {
+function validateConfig(c: Checker, v: unknown, platform: Platform = hostPlatform()): Config | undefined {
   const o = c.object([], v ?? {}, ['node', 'bgp', 'ipam', 'dataplane', 'status', 'ipc']);
   if (!o) return undefined;
-  const node = nodeSection(c, o.node);
+  const node = nodeSection(c, o.node, platform);
   return {
     node,
     bgp: o.bgp === undefined || o.bgp === null ? null : bgpSection(c, o.bgp) ?? null,
@@ -101,8 +103,9 @@ function validateConfig(c: Checker, v: unknown): Config | undefined {
   };
 }
 
-function nodeSection(c: Checker, v: unknown): NodeConfig {
-  const def: NodeConfig = { name: hostname(), os: process.platform === 'win32' ? 'windows' : 'linux', labels: {} };
+function nodeSection(c: Checker, v: unknown, platform: Platform): NodeConfig {
+  // Unset: NODENAME, else NODE_NAME, else the lower-cased host name, as Kubernetes and Calico name the node.
+  const def: NodeConfig = { name: platform.defaultNodeName(), os: platform.nodeOs, labels: {} };
   if (v === undefined || v === null) return def;
   const o = c.object(['node'], v, ['name', 'os', 'labels']);
   if (!o) return def;

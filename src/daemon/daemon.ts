@@ -21,13 +21,14 @@ import { HnsReconciler } from '../hns/reconcile.ts';
 import { Ipam } from '../ipam/ipam.ts';
 import type { BlockInfo, Pool } from '../ipam/types.ts';
 import { ipamHandlers } from '../ipc/ipam.ts';
-import { startIpcServer, type IpcServer } from '../ipc/server.ts';
+import { checkIpcPath, startIpcServer, type IpcServer } from '../ipc/server.ts';
 import { desiredRoutes, followRib, RemoteRoutes } from '../linux/desired.ts';
 import { IpRouteProgrammer } from '../linux/programmer.ts';
 import { LinuxReconciler } from '../linux/reconcile.ts';
 import { formatIP, formatPrefix, maxLen, parseIP, parsePrefix, type IP, type Prefix } from '../net/ip.ts';
 import type { Rib } from '../rib/rib.ts';
 import { HttpError, StatusServer } from '../status/http.ts';
+import { hostPlatform, type Platform } from '../platform/platform.ts';
 import { openStore } from '../store/open.ts';
 import type { Store } from '../store/types.ts';
 import { IpamAnnouncer } from './announcer.ts';
@@ -44,6 +45,17 @@ export interface DaemonOptions {
   /** HNS dataplane: use the in-memory fake even on Windows. */
   dryRun?: boolean;
   startedAt?: number;
+  /** OS differences (default: this machine's). */
+  platform?: Platform;
+  /** The process's stop and reload, offered over the control socket as daemon.stop / daemon.reload. */
+  controls?: DaemonControls;
+}
+
+/** What `blockspeaker daemon stop [--withdraw]` and `daemon reload` reach (src/cli/run.ts owns the process). */
+export interface DaemonControls {
+  /** withdraw: the node goes away (Cease to every peer); else a graceful-restart stop that keeps peers' routes. */
+  stop(withdraw: boolean): void;
+  reload(): Promise<void>;
 }
 
 /** Pool utilisation, summed over the pool's blocks. */
@@ -177,6 +189,9 @@ export class Daemon {
 
   async start(): Promise<void> {
     const cfg = this.cfg;
+    // A control path that is taken (a live daemon, a pipe name another process owns) fails the start before
+    // anything is written to the store or said to a peer.
+    if (cfg.ipc) await checkIpcPath(cfg.ipc.path, this.opts.platform);
     if (cfg.ipam) await this.startIpam();
     this.readiness.store = true;
     if (cfg.bgp) {
@@ -208,7 +223,10 @@ export class Daemon {
 
   private async startIpam(): Promise<void> {
     const ic = this.cfg.ipam!;
-    this.store = await openStore(ic.store);
+    this.store = await openStore(ic.store, {}, {
+      platform: this.opts.platform,
+      onAccess: (r) => (r.enforced ? this.log.info({ store: ic.store }, r.what) : this.log.warn({ store: ic.store }, r.what)),
+    });
     this.log.info({ store: ic.store }, 'store open');
     const ipam = new Ipam(this.store);
     await ipam.setHost({ name: this.cfg.node.name, os: this.cfg.node.os, labels: this.cfg.node.labels });
@@ -267,13 +285,15 @@ export class Daemon {
       'show.ipam': async () => ({ host: this.cfg.node.name, pools: await this.poolUsage(), blocks: await this.blockUsage(), announced: this.localPrefixes.map(formatPrefix) }),
       'show.status': () => ({ node: this.cfg.node.name, asn: this.cfg.bgp?.asn ?? null, routerId: this.cfg.bgp?.routerId ?? null,
         pid: process.pid, uptime: Math.floor((Date.now() - this.startedAt) / 1000), ready: this.ready() }),
+      ...(this.opts.controls ? controlHandlers(this.opts.controls) : {}),
     };
     this.ipc = await startIpcServer({
       path,
       handlers,
+      platform: this.opts.platform,
       onError: (err, method) => this.log.warn({ err: (err as Error)?.message ?? String(err), method }, 'ipc request failed'),
     });
-    this.log.info({ path }, 'control socket listening');
+    this.log.info({ path, access: this.ipc.access }, 'control socket listening');
   }
 
   // ---- dataplane ------------------------------------------------------------------------------------------------
@@ -321,7 +341,7 @@ export class Daemon {
     const network = dp.network ?? 'blockspeaker';
     let executor: HnsExecutor;
     let fake: FakeHns | null = null;
-    if (process.platform === 'win32' && !this.opts.dryRun) executor = new PowerShellExecutor({ runner: processRunner(), network });
+    if ((this.opts.platform ?? hostPlatform()).id === 'win32' && !this.opts.dryRun) executor = new PowerShellExecutor({ runner: processRunner(), network });
     else {
       fake = new FakeHns();
       executor = new FakeExecutor(fake);
@@ -620,6 +640,21 @@ export class Daemon {
     await step('speaker', () => this.speaker?.stop({ graceful: !opts.restart }));
     await step('store', () => this.store?.close());
   }
+}
+
+/** daemon.stop {withdraw?} and daemon.reload: answered before the stop begins, so the caller gets its reply. */
+function controlHandlers(c: DaemonControls) {
+  return {
+    'daemon.stop': (p: { withdraw?: unknown }) => {
+      const withdraw = p?.withdraw === true;
+      setImmediate(() => c.stop(withdraw));
+      return { stopping: true, withdraw };
+    },
+    'daemon.reload': async () => {
+      await c.reload();
+      return { reloaded: true };
+    },
+  };
 }
 
 /** The address of a host-length prefix. */

@@ -164,7 +164,10 @@ export class IpcClient {
         return new IpcError('NOT_RUNNING', `blockspeaker daemon is not running (nothing listens on ${this.path}: a stale socket)`);
       case 'EACCES':
       case 'EPERM':
-        return new IpcError('PERMISSION', `permission denied on ${this.path} (the socket is mode 0600: run as the daemon's user, usually root)`);
+        // Say what actually guards the endpoint: a named pipe's default DACL, or a Unix socket's mode.
+        return new IpcError('PERMISSION', this.endpoint.startsWith('\\\\.\\pipe\\')
+          ? `permission denied on the pipe ${this.endpoint} (its default DACL lets only SYSTEM, Administrators and the daemon's account send requests: run elevated)`
+          : `permission denied on ${this.path} (the socket is mode 0600: run as the daemon's user, usually root)`);
       case 'ENOTSOCK':
         return new IpcError('NOT_RUNNING', `${this.path} is not a socket`);
       default:

@@ -2,28 +2,16 @@
 //
 // Transport: net-ipc's framing over a Unix socket (a named pipe on Windows): "IPC", then frames of
 // varint(length) + JSON {t: type, d: data, n?: nonce}. Every request's data is a Request and every response's data a
-// Response. This file has no runtime imports, so the CNI plugin can load it for nothing.
+// Response. Its only runtime import is src/platform/paths.ts (no imports of its own), so the CNI plugin loads it for
+// nothing.
 
-/** Default socket path (the config's ipc.path). */
-export const DEFAULT_SOCKET = process.platform === 'win32' ? '\\\\.\\pipe\\blockspeaker' : '/run/blockspeaker.sock';
+import { defaultPaths, netIpcPath, socketEndpoint } from '../platform/paths.ts';
 
-const PIPE_PREFIX = '\\\\.\\pipe\\';
+/** Default socket path (the config's ipc.path): /run/blockspeaker.sock, or the pipe \\.\pipe\blockspeaker on Windows. */
+export const DEFAULT_SOCKET = defaultPaths().ipcPath;
 
-/**
- * Where a socket path really lives. On Windows a path that is not already a pipe name becomes one the way net-ipc
- * builds it (leading "/" dropped, "/" -> "-"), so "/run/blockspeaker.sock" names the same pipe for both sides.
- */
-export function socketEndpoint(path: string, platform: string = process.platform): string {
-  if (platform !== 'win32' || path.startsWith(PIPE_PREFIX)) return path;
-  return PIPE_PREFIX + path.replace(/^\//, '').replace(/\//g, '-');
-}
-
-/** The name to give net-ipc, which adds the pipe prefix itself on Windows. */
-export function netIpcPath(path: string, platform: string = process.platform): string {
-  if (platform !== 'win32') return path;
-  const ep = socketEndpoint(path, platform);
-  return ep.slice(PIPE_PREFIX.length);
-}
+// Where a path really lives on each OS (a pipe name on Windows): src/platform/paths.ts.
+export { netIpcPath, socketEndpoint };
 
 export interface Request {
   /** Method name, e.g. "ipam.assign". */

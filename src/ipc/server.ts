@@ -1,11 +1,14 @@
-// The daemon's control socket: net-ipc request/response over a Unix socket (a named pipe on Windows), mode 0600.
+// The daemon's control socket: net-ipc request/response over a Unix socket, mode 0600 (on Windows a named pipe
+// with the default DACL; what each enforces: Platform.ipcAccess in src/platform/platform.ts).
 //
 // Start-up rules: a path that answers is a live daemon, so we refuse to start; a socket file nobody listens on is
-// stale and is removed; anything else at the path (a regular file, a directory) is refused, never deleted.
+// stale and is removed; anything else at the path (a regular file, a directory) is refused, never deleted. A pipe
+// name another process already owns (libuv creates the first instance only) is refused too.
 import fs from 'node:fs';
 import net from 'node:net';
 import netIpc from 'net-ipc';
-import { netIpcPath, socketEndpoint, type Request, type Response, type StatusReply } from './protocol.ts';
+import { hostPlatform, type Platform } from '../platform/platform.ts';
+import type { Request, Response, StatusReply } from './protocol.ts';
 
 /** A method handler: gets the request's params, returns the result (or throws an error with a `code`). */
 export type IpcHandler = (params: any, ctx: { connectionId: string }) => unknown;
@@ -15,12 +18,16 @@ export interface IpcServerOptions {
   handlers?: Record<string, IpcHandler>;
   /** Called for every failed request and socket error (the daemon logs them). */
   onError?: (err: unknown, method?: string) => void;
+  /** Default: this machine's. */
+  platform?: Platform;
 }
 
 export interface IpcServer {
   readonly path: string;
   /** The socket file or pipe name actually listened on. */
   readonly endpoint: string;
+  /** What protects the endpoint, in words (for the log). */
+  readonly access: string;
   /** Add or replace a method. */
   register(name: string, handler: IpcHandler): void;
   unregister(name: string): void;
@@ -33,26 +40,41 @@ export class IpcStartError extends Error {
   override name = 'IpcStartError';
 }
 
-/** Whether something accepts connections at the endpoint within `timeoutMs`. */
-function answers(endpoint: string, timeoutMs = 500): Promise<boolean> {
+/**
+ * Who is at the endpoint: 'live' (accepts connections, or exists but does not answer in `timeoutMs`), 'denied'
+ * (exists, but we may not connect: on Windows a pipe another account created), or 'free' (nothing, or a stale
+ * Unix socket nobody listens on).
+ */
+function probe(endpoint: string, timeoutMs = 500): Promise<'live' | 'denied' | 'free'> {
   return new Promise((resolve) => {
     const s = net.connect({ path: endpoint });
-    const done = (v: boolean) => {
+    const done = (v: 'live' | 'denied' | 'free') => {
       clearTimeout(timer);
       s.destroy();
       resolve(v);
     };
-    const timer = setTimeout(() => done(true), timeoutMs); // it accepted nothing yet but exists: treat as live
-    s.once('connect', () => done(true));
-    s.once('error', () => done(false));
+    const timer = setTimeout(() => done('live'), timeoutMs); // it accepted nothing yet but exists: treat as live
+    s.once('connect', () => done('live'));
+    s.once('error', (e: NodeJS.ErrnoException) => done(e.code === 'EACCES' || e.code === 'EPERM' || e.code === 'EBUSY' ? 'denied' : 'free'));
   });
 }
 
-async function clearPath(path: string, endpoint: string): Promise<void> {
-  if (process.platform === 'win32') {
-    if (await answers(endpoint)) throw new IpcStartError(`another blockspeaker daemon is already listening on ${path}`);
-    return;
-  }
+async function refuseTaken(path: string, endpoint: string): Promise<void> {
+  const who = await probe(endpoint);
+  if (who === 'live') throw new IpcStartError(`another blockspeaker daemon is already listening on ${path}`);
+  if (who === 'denied') throw new IpcStartError(`${path} is already owned by another process that denies us access (${endpoint}); refusing to start`);
+}
+
+/**
+ * Make sure the control path can be ours: refuse a live daemon, a name another process owns, or a path that is not a
+ * socket; remove a stale socket file. The daemon calls this before it writes anything (store, routes, peers).
+ */
+export async function checkIpcPath(path: string, platform: Platform = hostPlatform()): Promise<void> {
+  return clearPath(path, platform.socketEndpoint(path), platform);
+}
+
+async function clearPath(path: string, endpoint: string, platform: Platform): Promise<void> {
+  if (platform.id === 'win32') return refuseTaken(path, endpoint);
   let st: fs.Stats;
   try {
     st = fs.lstatSync(endpoint);
@@ -61,13 +83,23 @@ async function clearPath(path: string, endpoint: string): Promise<void> {
     throw e;
   }
   if (!st.isSocket()) throw new IpcStartError(`${path} exists and is not a socket; refusing to replace it`);
-  if (await answers(endpoint)) throw new IpcStartError(`another blockspeaker daemon is already listening on ${path}`);
+  await refuseTaken(path, endpoint);
   // Stale: left by a daemon that died. Remove it so listen() can bind.
   try {
     fs.unlinkSync(endpoint);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
   }
+}
+
+/** A listen failure in words: who holds the name, or which permission is missing. */
+export function listenError(path: string, e: unknown): Error {
+  const code = (e as NodeJS.ErrnoException)?.code;
+  if (code === 'EADDRINUSE')
+    return new IpcStartError(`${path} is already owned by another process that does not answer as a blockspeaker daemon (EADDRINUSE); refusing to start`);
+  if (code === 'EACCES' || code === 'EPERM')
+    return new IpcStartError(`cannot listen on ${path}: permission denied (${code})`);
+  return e instanceof Error ? e : new Error(String(e));
 }
 
 function errorReply(err: unknown): Response {
@@ -79,9 +111,18 @@ function errorReply(err: unknown): Response {
 
 export async function startIpcServer(opts: IpcServerOptions): Promise<IpcServer> {
   const path = opts.path;
-  const endpoint = socketEndpoint(path);
-  await clearPath(path, endpoint);
-  if (process.platform !== 'win32') fs.mkdirSync(endpoint.slice(0, endpoint.lastIndexOf('/')) || '/', { recursive: true });
+  const platform = opts.platform ?? hostPlatform();
+  const unix = platform.id !== 'win32';
+  const endpoint = platform.socketEndpoint(path);
+  await clearPath(path, endpoint, platform);
+  if (unix) {
+    const dir = endpoint.slice(0, endpoint.lastIndexOf('/')) || '/';
+    try {
+      fs.mkdirSync(dir, { recursive: true });
+    } catch (e) {
+      throw new IpcStartError(`cannot create the directory ${dir} for the control socket ${path}: ${(e as Error).message}`);
+    }
+  }
 
   const handlers = new Map<string, IpcHandler>(Object.entries(opts.handlers ?? {}));
   const started = Date.now();
@@ -90,7 +131,7 @@ export async function startIpcServer(opts: IpcServerOptions): Promise<IpcServer>
   }
   handlers.set('methods', () => [...handlers.keys()].sort());
 
-  const server = new netIpc.Server({ path: netIpcPath(path) });
+  const server = new netIpc.Server({ path: platform.netIpcPath(path) });
   server.on('error', (err: unknown) => opts.onError?.(err));
   server.on('request', (req: Request, respond: (r: Response) => Promise<void>, conn: { id: string }) => {
     const method = req && typeof req === 'object' && typeof req.m === 'string' ? req.m : undefined;
@@ -111,16 +152,20 @@ export async function startIpcServer(opts: IpcServerOptions): Promise<IpcServer>
 
   // The socket is created with mode 0600 from the start (umask around the synchronous bind inside start()),
   // and chmod'ed again after listen for filesystems that ignore the umask.
-  const oldMask = process.platform === 'win32' ? undefined : process.umask(0o177);
+  const oldMask = unix ? process.umask(0o177) : undefined;
   let listening: Promise<unknown>;
   try {
     listening = server.start();
   } finally {
     if (oldMask !== undefined) process.umask(oldMask);
   }
-  await listening;
+  try {
+    await listening;
+  } catch (e) {
+    throw listenError(path, e);
+  }
   let ino: number | undefined;
-  if (process.platform !== 'win32') {
+  if (unix) {
     fs.chmodSync(endpoint, 0o600);
     ino = fs.statSync(endpoint).ino;
   }
@@ -129,6 +174,7 @@ export async function startIpcServer(opts: IpcServerOptions): Promise<IpcServer>
   return {
     path,
     endpoint,
+    access: platform.ipcAccess,
     register: (name, h) => void handlers.set(name, h),
     unregister: (name) => void handlers.delete(name),
     methods: () => [...handlers.keys()].sort(),

@@ -1,6 +1,6 @@
 // Opens the Store named by a config/CLI string: a directory (embedded, durable) or etcd://host:port[,host:port].
 import type { EtcdStoreOptions } from './etcd.ts';
-import { openFileStore } from './file.ts';
+import { openFileStore, type FileStoreOptions } from './file.ts';
 import { StoreError, type Store } from './types.ts';
 
 export interface EtcdLocation {
@@ -22,7 +22,7 @@ export function parseEtcdUrl(spec: string): EtcdLocation {
   return { endpoints, keyPrefix };
 }
 
-export async function openStore(spec: string, etcdOptions: EtcdStoreOptions = {}): Promise<Store> {
+export async function openStore(spec: string, etcdOptions: EtcdStoreOptions = {}, fileOptions: FileStoreOptions = {}): Promise<Store> {
   if (typeof spec !== 'string' || spec.trim() === '') throw new StoreError('store: empty location (give a directory or etcd://host:port)');
   if (spec.startsWith('etcds://')) throw new StoreError(`store ${spec}: TLS to etcd (etcds://) is not supported yet; use etcd:// on a trusted network`);
   if (spec.startsWith('etcd://')) {
@@ -31,5 +31,5 @@ export async function openStore(spec: string, etcdOptions: EtcdStoreOptions = {}
     const { openEtcdStore } = await import('./etcd.ts');
     return openEtcdStore(loc.endpoints, { ...etcdOptions, keyPrefix: etcdOptions.keyPrefix ?? loc.keyPrefix });
   }
-  return openFileStore(spec);
+  return openFileStore(spec, fileOptions);
 }

@@ -1,0 +1,129 @@
+// The running-marker: present while a daemon runs, removed on a full stop, kept on a graceful-restart stop. Found
+// at start (same boot, its process gone) = the previous run did not stop for good, so its routes are still
+// installed and the peers may hold ours as stale: start as a graceful-restart "restarting speaker" (R bit).
+//
+// It records the boot it was written in, so a marker that survived a reboot (Windows has no tmpfs /run) is
+// ignored, and it is keyed by the store it guards (not by node name alone), so two daemons with the same node
+// name on different stores do not share one, and a second daemon on the same store is refused.
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathKey, type Platform } from './platform.ts';
+
+export interface MarkerRecord {
+  pid: number;
+  /** Platform.bootId() when written. */
+  boot: string;
+  /** What the marker guards (the store). */
+  guards: string;
+}
+
+/** Another daemon is alive on the same store. */
+export class RunMarkerError extends Error {
+  override name = 'RunMarkerError';
+}
+
+export interface Claim {
+  /** The previous run left its marker in this boot: start as a restarting speaker. */
+  restarted: boolean;
+  /** Why (for the log), when a marker was found. */
+  note?: string;
+}
+
+/** The thing a daemon's marker guards: its store (etcd: per node, since many nodes share one etcd). */
+export function markerSubject(store: string | undefined, node: string, configFile: string): string {
+  if (store === undefined) return `config:${path.resolve(configFile)}`;
+  if (/^etcds?:\/\//.test(store)) return `${store}#${node}`;
+  return `file:${path.resolve(store)}`;
+}
+
+export class RunMarker {
+  readonly path: string;
+
+  constructor(
+    runDir: string,
+    node: string,
+    readonly guards: string,
+    private readonly platform: Platform,
+  ) {
+    // The node name stays in the file name for people; the hash of the store makes it unique.
+    this.path = path.join(runDir, `${node.replace(/[^A-Za-z0-9.-]/g, '_')}-${pathKey(guards)}.running`);
+  }
+
+  /** Read the marker, decide, and write ours. Throws RunMarkerError (nothing written) when a live daemon owns it. */
+  claim(): Claim {
+    const p = this.platform;
+    const now = p.bootId();
+    let claim: Claim = { restarted: false };
+    const prev = this.read();
+    if (prev) {
+      if (prev.boot !== '' && !p.sameBoot(prev.boot, now)) {
+        claim = { restarted: false, note: `marker ${this.path} is from an earlier boot: our routes are gone, a fresh start` };
+      } else if (prev.pid > 0 && prev.pid !== process.pid && p.processAlive(prev.pid)) {
+        throw new RunMarkerError(
+          `another blockspeaker daemon (pid ${prev.pid}) is running on ${this.guards.replace(/^file:/, '')} ` +
+            `(marker ${this.path}); stop it first, or remove the marker if pid ${prev.pid} is not blockspeaker`,
+        );
+      } else {
+        claim = { restarted: true, note: `marker ${this.path} left by pid ${prev.pid}: the previous run did not stop for good` };
+      }
+    }
+    const rec: MarkerRecord = { pid: process.pid, boot: now, guards: this.guards };
+    const dir = path.dirname(this.path);
+    p.files.mkdirp(dir);
+    const tmp = `${this.path}.${process.pid}.tmp`;
+    const fd = p.files.open(tmp, 'w');
+    try {
+      writeString(fd, `${JSON.stringify(rec)}\n`);
+    } finally {
+      p.files.close(fd);
+    }
+    p.replaceFile(tmp, this.path);
+    return claim;
+  }
+
+  release(): void {
+    this.platform.files.remove(this.path);
+  }
+
+  /** The marker's record; an old plain-pid marker reads with an unknown boot. undefined when absent. */
+  read(): MarkerRecord | undefined {
+    let text: string;
+    try {
+      text = readString(this.platform, this.path);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw e;
+    }
+    const t = text.trim();
+    if (/^\d+$/.test(t)) return { pid: Number(t), boot: '', guards: this.guards };
+    try {
+      const r = JSON.parse(t) as Partial<MarkerRecord>;
+      return { pid: Number(r.pid) || 0, boot: typeof r.boot === 'string' ? r.boot : '', guards: this.guards };
+    } catch {
+      return { pid: 0, boot: '', guards: this.guards }; // torn by a crash: a dead run of this boot
+    }
+  }
+}
+
+function writeString(fd: number, s: string): void {
+  const b = Buffer.from(s);
+  let done = 0;
+  while (done < b.length) done += fs.writeSync(fd, b, done, b.length - done, done);
+}
+
+function readString(p: Platform, file: string): string {
+  const fd = p.files.open(file, 'r');
+  try {
+    const st = fs.fstatSync(fd);
+    const b = Buffer.alloc(st.size);
+    let got = 0;
+    while (got < b.length) {
+      const n = fs.readSync(fd, b, got, b.length - got, got);
+      if (n === 0) break;
+      got += n;
+    }
+    return b.subarray(0, got).toString('utf8');
+  } finally {
+    p.files.close(fd);
+  }
+}
