@@ -24,8 +24,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { hostPlatform, type AccessReport, type Platform, type PlatformFiles } from '../platform/platform.ts';
+import { acquireProcessLock, releaseProcessLock } from './proclock.ts';
 import {
-  encodeFrame, HEADER, INDEX_EVERY, MAGIC, newHeader, parseHeader, scanFrames, SEALED, SLOT, SNAPSHOT_CHUNK, headerSlot,
+  encodeFrame, logFileName, logGenerations, HEADER, INDEX_EVERY, MAGIC, newHeader, parseHeader, scanFrames, SEALED, SLOT, SNAPSHOT_CHUNK, headerSlot,
   writeAll, type Header,
 } from './logfile.ts';
 import { KvState } from './state.ts';
@@ -59,7 +60,7 @@ export interface FileStoreOptions {
 export const COMPACTION_STEPS = ['sealed', 'tmp-partial', 'tmp-written', 'renamed', 'opened', 'old-closed', 'old-removed'] as const;
 export type CompactionStep = (typeof COMPACTION_STEPS)[number];
 
-export { crc32, crc32Portable } from './logfile.ts';
+export { crc32, crc32Portable, logFileName, logGenerations } from './logfile.ts';
 
 export interface FileStoreStats {
   /** Transactions evaluated by this process (including failed compares and deletes of absent keys). */
@@ -122,28 +123,6 @@ interface LogFile {
 }
 
 
-// Stores in one process that share a directory queue here for the cross-process lock, so at most one of them
-// waits in waitForLock (which parks a libuv threadpool thread) and a holder never starves for threads.
-const processLocks = new Map<string, { held: boolean; waiters: Array<() => void> }>();
-
-async function acquireProcessLock(key: string): Promise<void> {
-  let l = processLocks.get(key);
-  if (!l) processLocks.set(key, (l = { held: false, waiters: [] }));
-  if (!l.held) {
-    l.held = true;
-    return;
-  }
-  await new Promise<void>((resolve) => l.waiters.push(resolve));
-}
-
-function releaseProcessLock(key: string): void {
-  const l = processLocks.get(key);
-  if (!l) return;
-  const next = l.waiters.shift();
-  if (next) next(); // hand over without releasing
-  else processLocks.delete(key);
-}
-
 function errCode(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException | undefined)?.code;
 }
@@ -154,6 +133,8 @@ function fsError(storeName: string, action: string, file: string, err: unknown):
   const why =
     code === 'EACCES' || code === 'EPERM'
       ? 'permission denied'
+      : code === 'EBUSY'
+        ? 'in use by another process'
       : code === 'ENOSPC'
         ? 'no space left on device'
         : code === 'EROFS'
@@ -166,24 +147,6 @@ function fsError(storeName: string, action: string, file: string, err: unknown):
 function fdatasyncAsync(fd: number): Promise<void> {
   return new Promise((resolve, reject) => fs.fdatasync(fd, (err) => (err ? reject(err) : resolve())));
 }
-
-const LOG_NAME = /^log(?:\.(\d+))?$/;
-
-/** The file name of a log generation. */
-export function logFileName(gen: number): string {
-  return gen === 0 ? 'log' : `log.${gen}`;
-}
-
-/** Generations of the log files in a directory listing, ascending. */
-export function logGenerations(names: string[]): number[] {
-  const gens: number[] = [];
-  for (const n of names) {
-    const m = LOG_NAME.exec(n);
-    if (m) gens.push(m[1] === undefined ? 0 : Number(m[1]));
-  }
-  return gens.sort((a, b) => a - b);
-}
-
 
 export class FileStore implements Store {
   readonly name: string;

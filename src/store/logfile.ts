@@ -131,3 +131,22 @@ export function scanFrames(
   }
   return { end: pos, bad: false };
 }
+
+// ---- file names ---------------------------------------------------------------------------------------------
+
+const LOG_NAME = /^log(?:\.(\d+))?$/;
+
+/** The file name of a log generation. */
+export function logFileName(gen: number): string {
+  return gen === 0 ? 'log' : `log.${gen}`;
+}
+
+/** Generations of the log files in a directory listing, ascending. */
+export function logGenerations(names: string[]): number[] {
+  const gens: number[] = [];
+  for (const n of names) {
+    const m = LOG_NAME.exec(n);
+    if (m) gens.push(m[1] === undefined ? 0 : Number(m[1]));
+  }
+  return gens.sort((a, b) => a - b);
+}
