@@ -217,27 +217,20 @@ export function linuxPlatform(d: PlatformDeps = realDeps()): Platform {
     nodeOs: 'linux',
     paths: defaultPaths('linux'),
     files: files(d, false),
-    env: d.env,
-    hostname: d.hostname,
-    defaultNodeName: () => nodeName(d),
+    ...common(d, 'linux'),
     bootId: () => {
       const id = d.readBootId();
       // Without /proc: boot time from the uptime, as on Windows.
       return id ?? `boot@${Math.round((d.now() / 1000 - d.uptime()))}`;
     },
-    sameBoot: (a, b) => sameBootTime(a, b) ?? a === b,
-    processAlive: d.processAlive,
     controls: [
       { signal: 'SIGTERM', action: 'restart' },
       { signal: 'SIGINT', action: 'withdraw' },
       { signal: 'SIGHUP', action: 'reload' },
     ],
-    socketEndpoint: (p) => socketEndpoint(p, 'linux'),
-    netIpcPath: (p) => netIpcPath(p, 'linux'),
     ipcAccess: 'Unix socket mode 0600 (the daemon\'s user only, usually root)',
     secureNewDir: async (dir) => ({ enforced: true, what: `${dir}: POSIX permissions from the umask` }),
     replaceFile: (tmp, target) => d.fs.renameSync(tmp, target),
-    spawn: d.spawn,
   };
 }
 
@@ -266,12 +259,8 @@ export function windowsPlatform(d: PlatformDeps = realDeps()): Platform {
     nodeOs: 'windows',
     paths: defaultPaths('win32'),
     files: files(d, true),
-    env: d.env,
-    hostname: d.hostname,
-    defaultNodeName: () => nodeName(d),
+    ...common(d, 'win32'),
     bootId: () => `boot@${Math.round(d.now() / 1000 - d.uptime())}`,
-    sameBoot: (a, b) => sameBootTime(a, b) ?? a === b,
-    processAlive: d.processAlive,
     // No SIGTERM on Windows. Ctrl+C, Ctrl+Break (what service wrappers send) and the console closing all mean
     // "this process is going down for now": a graceful-restart stop, so peers keep our routes (RFC 4724).
     // Withdrawing (the node going away) is `blockspeaker daemon stop --withdraw` over the control pipe.
@@ -280,8 +269,6 @@ export function windowsPlatform(d: PlatformDeps = realDeps()): Platform {
       { signal: 'SIGBREAK', action: 'restart' },
       { signal: 'SIGHUP', action: 'restart' },
     ],
-    socketEndpoint: (p) => socketEndpoint(p, 'win32'),
-    netIpcPath: (p) => netIpcPath(p, 'win32'),
     // libuv creates the pipe with FILE_FLAG_FIRST_PIPE_INSTANCE (a name another process owns fails with
     // EADDRINUSE) and the default DACL: full control for SYSTEM, Administrators and the creating account;
     // Everyone/Anonymous get read only, which cannot open the pipe for the read+write a request needs. Node
@@ -304,6 +291,19 @@ export function windowsPlatform(d: PlatformDeps = realDeps()): Platform {
         }
       }
     },
+  };
+}
+
+/** What both platforms take straight from their deps. */
+function common(d: PlatformDeps, id: PlatformId) {
+  return {
+    env: d.env,
+    hostname: d.hostname,
+    defaultNodeName: () => nodeName(d),
+    sameBoot: (a: string, b: string) => sameBootTime(a, b) ?? a === b,
+    processAlive: d.processAlive,
+    socketEndpoint: (p: string) => socketEndpoint(p, id),
+    netIpcPath: (p: string) => netIpcPath(p, id),
     spawn: d.spawn,
   };
 }

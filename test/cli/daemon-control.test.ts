@@ -44,13 +44,15 @@ t.test('daemon reload / stop / stop --withdraw over the control socket; bad inpu
   const [bgpA, bgpB, stA, stB] = [await freePort('127.0.0.1'), await freePort('127.0.0.2'), await freePort('127.0.0.1'), await freePort('127.0.0.1')];
   const sockA = join(dir, 'a.sock');
   const storeA = join(dir, 'store-a');
-  const confA = (announce: string) => `node: { name: node-a }
-bgp:
-  asn: 65001
-  routerId: 127.0.0.1
-  listen: { address: 127.0.0.1, port: ${bgpA} }
+  // Both speak graceful restart (RFC 4724), so a restart-stop leaves the other's routes stale rather than gone.
+  const bgp = (asn: number, me: string, port: number, peer: string, peerAsn: number, peerPort: number) => `bgp:
+  asn: ${asn}
+  routerId: ${me}
+  listen: { address: ${me}, port: ${port} }
   gracefulRestart: { restartTime: 120 }
-  peers: [{ address: 127.0.0.2, asn: 65002, port: ${bgpB}, holdTime: 9 }]
+  peers: [{ address: ${peer}, asn: ${peerAsn}, port: ${peerPort}, holdTime: 9 }]`;
+  const confA = (announce: string) => `node: { name: node-a }
+${bgp(65001, '127.0.0.1', bgpA, '127.0.0.2', 65002, bgpB)}
   announce: [${announce}]
 ipam: { store: ${storeA}, pools: [{ name: p, cidr: 10.50.0.0/16 }] }
 status: { listen: "127.0.0.1:${stA}" }
@@ -60,12 +62,7 @@ ipc: { path: ${sockA} }
   const fileB = join(dir, 'b.yaml');
   writeFileSync(fileA, confA('10.1.0.0/24'));
   writeFileSync(fileB, `node: { name: node-b }
-bgp:
-  asn: 65002
-  routerId: 127.0.0.2
-  listen: { address: 127.0.0.2, port: ${bgpB} }
-  gracefulRestart: { restartTime: 120 }
-  peers: [{ address: 127.0.0.1, asn: 65001, port: ${bgpA}, holdTime: 9 }]
+${bgp(65002, '127.0.0.2', bgpB, '127.0.0.1', 65001, bgpA)}
 status: { listen: "127.0.0.1:${stB}" }
 ipc: false
 `);
