@@ -341,7 +341,8 @@ export class Daemon {
     const network = dp.network ?? 'blockspeaker';
     let executor: HnsExecutor;
     let fake: FakeHns | null = null;
-    if ((this.opts.platform ?? hostPlatform()).id === 'win32' && !this.opts.dryRun) executor = new PowerShellExecutor({ runner: processRunner(), network });
+    const platform = this.opts.platform ?? hostPlatform();
+    if (platform.id === 'win32' && !this.opts.dryRun) executor = new PowerShellExecutor({ runner: processRunner({ spawn: platform.spawn }), network });
     else {
       fake = new FakeHns();
       executor = new FakeExecutor(fake);

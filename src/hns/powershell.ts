@@ -292,14 +292,18 @@ export class PowerShellExecutor implements HnsExecutor {
 }
 
 /** Runs scripts with powershell.exe -File (Windows only): a temp .ps1 in UTF-8 with BOM, as Windows PowerShell wants. */
-export function processRunner(opts: { exe?: string; dir?: string } = {}): PowerShellRunner {
+export function processRunner(opts: { exe?: string; dir?: string; spawn?: (cmd: string, args: string[]) => Promise<PowerShellResult> } = {}): PowerShellRunner {
   return {
     async run(script: string): Promise<PowerShellResult> {
       const file = join(opts.dir ?? tmpdir(), `blockspeaker-hns-${process.pid}-${randomBytes(4).toString('hex')}.ps1`);
       await fs.writeFile(file, '\ufeff' + script, 'utf8');
+      const exe = opts.exe ?? 'powershell.exe';
+      const args = ['-NoProfile', '-NonInteractive', '-ExecutionPolicy', 'Bypass', '-File', file];
       try {
+        // The daemon hands in its platform's spawner (src/platform), so process spawning has one owner.
+        if (opts.spawn) return await opts.spawn(exe, args);
         return await new Promise<PowerShellResult>((resolve, reject) => {
-          const child = spawn(opts.exe ?? 'powershell.exe', ['-NoProfile', '-NonInteractive', '-ExecutionPolicy', 'Bypass', '-File', file], {
+          const child = spawn(exe, args, {
             stdio: ['ignore', 'pipe', 'pipe'],
             windowsHide: true,
           });

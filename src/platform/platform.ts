@@ -129,8 +129,9 @@ function realSpawn(cmd: string, args: string[]): Promise<SpawnResult> {
     const child = nodeSpawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    // setEncoding: a multi-byte character split across chunks is decoded whole.
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
     child.once('error', (e) => resolve({ code: null, stdout, stderr: stderr + e.message }));
     child.once('close', (code) => resolve({ code, stdout, stderr }));
   });
