@@ -60,13 +60,20 @@ function version(): string {
   return 'unknown';
 }
 
-function defaultRunDir(platform: Platform): string {
+/** The run dir; a directory made here (Windows: C:\\ProgramData\\blockspeaker first) gets the platform's ACL. */
+async function defaultRunDir(platform: Platform, log: Pino): Promise<string> {
+  let created: string | undefined;
   try {
-    platform.files.mkdirp(platform.paths.runDir);
-    return platform.paths.runDir;
+    created = platform.files.mkdirp(platform.paths.runDir);
   } catch {
     return join(tmpdir(), 'blockspeaker'); // not root / not an administrator
   }
+  if (created !== undefined) {
+    const r = await platform.secureNewDir(created);
+    if (r.enforced) log.info({ dir: created }, r.what);
+    else log.warn({ dir: created }, r.what);
+  }
+  return platform.paths.runDir;
 }
 
 export async function run(argv: string[], platform: Platform = hostPlatform()): Promise<number> {
@@ -100,7 +107,7 @@ export async function run(argv: string[], platform: Platform = hostPlatform()): 
   log.info({ config: file, version: ver, pid: process.pid }, 'starting');
 
   const subject = markerSubject(cfg.ipam?.store, cfg.node.name, file);
-  const marker = new RunMarker(values['run-dir'] ?? defaultRunDir(platform), cfg.node.name, subject, platform);
+  const marker = new RunMarker(values['run-dir'] ?? (await defaultRunDir(platform, log)), cfg.node.name, subject, platform);
   let claim;
   try {
     claim = marker.claim();

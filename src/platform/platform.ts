@@ -30,8 +30,8 @@ export interface PlatformFiles {
   /** Remove a file (absent is fine). On Windows an open file cannot be removed: that throws EPERM/EBUSY. */
   remove(path: string): void;
   list(dir: string): string[];
-  /** Make the directory (and parents); true when it did not exist. */
-  mkdirp(dir: string): boolean;
+  /** Make the directory (and parents); the first directory it created (secure that one), undefined if none. */
+  mkdirp(dir: string): string | undefined;
   /** Make a directory entry change durable (Linux fsync of the directory; Windows: the journal does, a no-op). */
   syncDir(dir: string): void;
   tryLock(fd: number): boolean;
@@ -190,7 +190,7 @@ function files(d: PlatformDeps, windows: boolean): PlatformFiles {
       }
     },
     list: (dir) => d.fs.readdirSync(dir),
-    mkdirp: (dir) => d.fs.mkdirSync(dir, { recursive: true }) !== undefined,
+    mkdirp: (dir) => d.fs.mkdirSync(dir, { recursive: true }),
     syncDir(dir) {
       if (windows) return; // no directory handles for fsync; NTFS journals the rename itself
       const fd = d.fs.openSync(dir, 'r');

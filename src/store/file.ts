@@ -983,9 +983,11 @@ export async function openFileStore(dir: string, opts: FileStoreOptions = {}): P
   const files = platform.files;
   try {
     // A directory created here must survive a crash too: sync its parent's entry.
-    if (files.mkdirp(abs)) {
+    const created = files.mkdirp(abs);
+    if (created !== undefined) {
       files.syncDir(path.dirname(abs));
-      const report = await platform.secureNewDir(abs);
+      // The topmost directory made here: with inheritance its ACL covers the store below it.
+      const report = await platform.secureNewDir(created);
       opts.onAccess?.(report);
     }
   } catch (err) {

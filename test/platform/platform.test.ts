@@ -67,6 +67,9 @@ t.test('a store directory created under the double is secured through the platfo
   const s2 = await openFileStore(path.join(dir, 'state'), { platform: w.platform, onAccess: (r) => reports.push(r.what) });
   await s2.close();
   t.equal(w.spawned.length, 1, 'not re-applied to a directory that exists');
+  const s3 = await openFileStore(path.join(dir, 'ProgramData', 'blockspeaker'), { platform: w.platform });
+  await s3.close();
+  t.equal(w.spawned[1]?.args[0], path.join(dir, 'ProgramData'), 'the topmost directory made gets the ACL; children inherit it');
 });
 
 t.test('run marker: keyed by the store, records the boot, refuses a live daemon on the same store', async (t) => {
