@@ -29,7 +29,11 @@ export function winePrefix(): string {
 
 export function wineEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   // No debug chatter, and no offer to install Mono or Gecko, which would wait for a click.
-  return { ...process.env, WINEPREFIX: winePrefix(), WINEDEBUG: '-all', WINEDLLOVERRIDES: 'mscoree,mshtml=', ...extra };
+  const env: NodeJS.ProcessEnv = { ...process.env, WINEPREFIX: winePrefix(), WINEDEBUG: '-all', WINEDLLOVERRIDES: 'mscoree,mshtml=' };
+  // Linux-side loaders (tap's, tsx's) mean nothing to the Windows Node and would stop it from starting.
+  delete env.NODE_OPTIONS;
+  for (const k of Object.keys(env)) if (k.startsWith('CNI_')) delete env[k];
+  return { ...env, ...extra };
 }
 
 /** Creates the prefix once (about 40 s on a busy 2-core machine); parallel callers wait on a directory lock. */
