@@ -9,7 +9,6 @@
 //   dist-linux   bin/blockspeaker-cni (compiled dist/) -> an in-process daemon over a Unix socket
 //   host-local   Debian's Go plugin (file lock, no daemon)
 // Needs `npm run package:windows` and `npx tsc -p tsconfig.json` first. The final line is JSON.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -18,6 +17,7 @@ import { Ipam } from '../src/ipam/ipam.ts';
 import { ipamHandlers } from '../src/ipc/ipam.ts';
 import { startIpcServer } from '../src/ipc/server.ts';
 import { openFileStore } from '../src/store/file.ts';
+import { execPlugin } from './lib/exec.ts';
 import { driveC, ensureWinePrefix, projectRoot, runWine, startWine, windowsDist, windowsNode, zPath } from '../packaging/windows/wine.ts';
 
 const { values } = parseArgs({
@@ -33,17 +33,9 @@ const median = (xs: number[]) => {
 };
 
 function execLinux(bin: string, env: Record<string, string>, stdin: string): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve, reject) => {
-    const clean: Record<string, string> = {};
-    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && k !== 'NODE_OPTIONS' && !k.startsWith('CNI_')) clean[k] = v;
-    const child = spawn(bin, [], { env: { ...clean, ...env }, stdio: ['pipe', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.on('error', reject);
-    child.stdin.on('error', () => undefined);
-    child.on('close', (code) => resolve({ code, out }));
-    child.stdin.end(stdin);
-  });
+  const clean: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && k !== 'NODE_OPTIONS' && !k.startsWith('CNI_')) clean[k] = v;
+  return execPlugin(bin, { ...clean, ...env }, stdin);
 }
 
 type Call = (env: Record<string, string>, stdin: string) => Promise<{ code: number | null; out: string }>;
