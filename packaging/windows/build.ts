@@ -93,8 +93,11 @@ async function main() {
     ['blockspeaker.cjs', 'blockspeaker.exe'],
     ['blockspeaker-cni.cjs', 'blockspeaker-cni.exe'],
   ]) {
-    log(`${exe}: SEA blob (node.exe under wine) and injection`);
-    await makeExe(node, exe, seaBlob(node, script, `${exe}.blob`));
+    const t1 = Date.now();
+    const blob = seaBlob(node, script, `${exe}.blob`);
+    const t2 = Date.now();
+    await makeExe(node, exe, blob);
+    log(`${exe}: SEA blob under wine ${((t2 - t1) / 1000).toFixed(1)} s, injection ${((Date.now() - t2) / 1000).toFixed(1)} s`);
   }
   fs.copyFileSync(
     path.join(root, 'node_modules', 'fs-native-extensions', 'prebuilds', 'win32-x64', 'fs-native-extensions.node'),
