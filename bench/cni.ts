@@ -11,7 +11,7 @@
 //   host-local   Debian's Go plugin (file lock, no fsync)
 //   ipc-only     the same assign+release over the socket from this process: the cost without process start-up
 // The final line is JSON.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +21,7 @@ import { IpcClient } from '../src/ipc/client.ts';
 import { ipamHandlers } from '../src/ipc/ipam.ts';
 import { startIpcServer } from '../src/ipc/server.ts';
 import { openFileStore } from '../src/store/file.ts';
+import { execPlugin } from './lib/exec.ts';
 
 const { values } = parseArgs({
   options: {
@@ -36,17 +37,7 @@ const root = new URL('..', import.meta.url).pathname;
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!;
 const r2 = (x: number) => Math.round(x * 100) / 100;
 
-function exec(bin: string, env: Record<string, string>, stdin: string): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(bin, [], { env, stdio: ['pipe', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.on('error', reject);
-    child.stdin.on('error', () => undefined);
-    child.on('close', (code) => resolve({ code, out }));
-    child.stdin.end(stdin);
-  });
-}
+const exec = execPlugin;
 
 interface Mode {
   name: string;

@@ -4,9 +4,11 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-const compiled = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
+// import() takes a URL: a plain absolute path breaks on Windows (drive letter read as a URL scheme).
+const compiledUrl = new URL('../dist/src/cli/main.js', import.meta.url);
+const compiled = fileURLToPath(compiledUrl);
 if (process.env.BLOCKSPEAKER_FROM_SOURCE !== '1' && existsSync(compiled)) {
-  await import(compiled);
+  await import(compiledUrl.href);
 } else {
   const { register } = await import('tsx/esm/api');
   register();

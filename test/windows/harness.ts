@@ -1,0 +1,55 @@
+// Shared set-up of the tests that run the Windows executables under wine: wine present (a failure under
+// REQUIRE_PEERS=1, else a skip), the prefix made, dist/windows built once even when several test files ask at once.
+import type { Test } from 'tap';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { ensureWinePrefix, projectRoot, wineBinary, windowsDist } from '../../packaging/windows/wine.ts';
+import { requirePeers } from '../store/etcd-harness.ts';
+
+export const exe = {
+  cli: path.join(windowsDist, 'blockspeaker.exe'),
+  cni: path.join(windowsDist, 'blockspeaker-cni.exe'),
+};
+
+function built(): boolean {
+  return fs.existsSync(exe.cli) && fs.existsSync(exe.cni) && fs.existsSync(path.join(windowsDist, 'fs-native-extensions.node'));
+}
+
+/** True when the Windows executables can run here; otherwise the test is failed (CI) or skipped, saying why. */
+export function windowsReady(t: Test): boolean {
+  if (process.platform !== 'linux' || !wineBinary()) {
+    const why = 'wine is not installed (Debian: apt-get install wine64 wine)';
+    if (requirePeers()) t.fail(`${why} (REQUIRE_PEERS=1, so this is a failure, not a skip)`);
+    else t.comment(`skipping: ${why} (set REQUIRE_PEERS=1 to make this a failure)`);
+    return false;
+  }
+  ensureWinePrefix();
+  if (built()) return true;
+  const lock = path.join(projectRoot, 'var', 'package-windows.lock');
+  fs.mkdirSync(path.dirname(lock), { recursive: true });
+  for (;;) {
+    try {
+      fs.mkdirSync(lock);
+      break;
+    } catch {
+      execFileSync('sleep', ['2']);
+      if (built()) return true;
+    }
+  }
+  try {
+    if (!built()) {
+      const env = { ...process.env };
+      delete env.NODE_OPTIONS;
+      execFileSync(process.execPath, ['--import', 'tsx', path.join(projectRoot, 'packaging/windows/build.ts')], {
+        cwd: projectRoot,
+        env,
+        stdio: ['ignore', 'ignore', 'pipe'],
+        timeout: 900_000,
+      });
+    }
+  } finally {
+    fs.rmSync(lock, { recursive: true, force: true });
+  }
+  return true;
+}

@@ -1,0 +1,127 @@
+// packaging/windows/install.ps1 cannot run here (no PowerShell, no Service Control Manager), so its text is checked:
+// a small PowerShell tokenizer proves strings, comments and brackets are well formed and catches "$name:" inside a
+// double-quoted string (PowerShell reads that as a scope-qualified variable and refuses the script); then the
+// service it installs is the one the README promises: `blockspeaker.exe run -c <config>` as LocalSystem, stopped
+// with Ctrl+C (a restart for the BGP peers), restarted on failure by NSSM and by the SCM.
+import t from 'tap';
+import fs from 'node:fs';
+import path from 'node:path';
+import { projectRoot } from '../../packaging/windows/wine.ts';
+
+const scriptPath = path.join(projectRoot, 'packaging', 'windows', 'install.ps1');
+const script = fs.readFileSync(scriptPath, 'utf8');
+
+/** Problems found by tokenizing PowerShell: unbalanced brackets, unterminated strings, "$name:" in "...". */
+function lint(src: string): string[] {
+  const problems: string[] = [];
+  const stack: { ch: string; line: number }[] = [];
+  const pairs: Record<string, string> = { ')': '(', '}': '{', ']': '[' };
+  let line = 1;
+  let i = 0;
+  const at = () => `line ${line}`;
+  while (i < src.length) {
+    const c = src[i]!;
+    if (c === '\n') line++;
+    if (c === '<' && src[i + 1] === '#') {
+      const end = src.indexOf('#>', i + 2);
+      if (end < 0) return [...problems, `${at()}: unterminated <# comment`];
+      line += src.slice(i, end).split('\n').length - 1;
+      i = end + 2;
+      continue;
+    }
+    if (c === '#') {
+      while (i < src.length && src[i] !== '\n') i++;
+      continue;
+    }
+    if (c === "'") {
+      let j = i + 1;
+      for (;;) {
+        if (j >= src.length) return [...problems, `${at()}: unterminated '...' string`];
+        if (src[j] === "'" && src[j + 1] === "'") j += 2;
+        else if (src[j] === "'") break;
+        else j++;
+      }
+      line += src.slice(i, j).split('\n').length - 1;
+      i = j + 1;
+      continue;
+    }
+    if (c === '"') {
+      let j = i + 1;
+      for (;;) {
+        if (j >= src.length) return [...problems, `${at()}: unterminated "..." string`];
+        if (src[j] === '`') j += 2;
+        else if (src[j] === '"') break;
+        else j++;
+      }
+      const body = src.slice(i + 1, j);
+      const bad = /\$(\w+):(?![\w{])/.exec(body);
+      if (bad && !['env', 'script', 'global', 'local', 'using'].includes(bad[1]!.toLowerCase())) {
+        problems.push(`${at()}: "$${bad[1]}:" in a double-quoted string is read as a scope-qualified variable; write \${${bad[1]}}:`);
+      }
+      line += body.split('\n').length - 1;
+      i = j + 1;
+      continue;
+    }
+    if (c === '`') {
+      i += 2;
+      continue;
+    }
+    if ('({['.includes(c)) stack.push({ ch: c, line });
+    if (')}]'.includes(c)) {
+      const open = stack.pop();
+      if (!open || open.ch !== pairs[c]) problems.push(`${at()}: "${c}" closes ${open ? `"${open.ch}" of line ${open.line}` : 'nothing'}`);
+    }
+    i++;
+  }
+  for (const o of stack) problems.push(`line ${o.line}: "${o.ch}" never closed`);
+  return problems;
+}
+
+t.test('the checker itself finds what PowerShell would refuse', async (t) => {
+  t.same(lint(`param([string]$A = 'x''y')\nWrite-Host "$($A): ok \${A}: ok $env:PATH"\n# { not code\n<# ( #>\n`), []);
+  t.match(lint('if ($x) { Write-Host "a"\n'), [/"\{" never closed/]);
+  t.match(lint('Write-Host "wrote $Config: done"'), [/"\$Config:" in a double-quoted string/]);
+  t.match(lint("Write-Host 'open"), [/unterminated '...' string/]);
+  t.match(lint('foo)'), [/"\)" closes nothing/]);
+});
+
+t.test('install.ps1 is well formed PowerShell text', async (t) => {
+  t.same(lint(script), []);
+  t.match(script, /\$ErrorActionPreference = 'Stop'/, 'stops at the first failing cmdlet');
+});
+
+t.test('install.ps1 installs the service the README describes', async (t) => {
+  const actions = /\[ValidateSet\(([^)]*)\)\]\s*\[string\]\$Action/.exec(script)?.[1];
+  t.same(actions?.split(',').map((s) => s.trim().replace(/'/g, '')), ['install', 'uninstall', 'start', 'stop']);
+  for (const a of ['install', 'uninstall', 'start', 'stop']) t.match(script, new RegExp(`\\n  '${a}' \\{`), `switch handles ${a}`);
+  t.match(script, /\[string\]\$Config = 'C:\\ProgramData\\blockspeaker\\node\.yaml'/, 'default config path');
+
+  // Every "nssm set" names a parameter NSSM knows, and the ones that make the service right are there.
+  const sets = [...script.matchAll(/@\('set', \$ServiceName, '(\w+)'(?:, ([^)]*))?\)/g)].map((m) => [m[1]!, (m[2] ?? '').trim()]);
+  const known = ['AppParameters', 'AppDirectory', 'DisplayName', 'ObjectName', 'Start', 'AppStopMethodConsole', 'AppExit',
+    'AppRestartDelay', 'AppStdout', 'AppStderr', 'AppRotateFiles', 'AppRotateBytes'];
+  for (const [name] of sets) t.ok(known.includes(name), `nssm parameter ${name} exists`);
+  const set = Object.fromEntries(sets);
+  t.equal(set.AppParameters, '"run -c `"$Config`""', 'runs: blockspeaker.exe run -c <config>');
+  t.equal(set.ObjectName, "'LocalSystem'");
+  t.equal(set.Start, "'SERVICE_AUTO_START'");
+  t.match(set.AppStopMethodConsole, /^'\d{4,5}'$/, 'a stop is Ctrl+C with seconds to close sessions');
+  t.equal(set.AppExit, "'Default', 'Restart'", 'any exit restarts the program');
+  t.match(script, /\$nssmExe @\('install', \$ServiceName, \$Exe\)/, 'nssm hosts blockspeaker.exe');
+
+  // sc.exe wants "reset=" and "actions=" as words of their own, followed by their values.
+  const failure = /Invoke-Tool 'sc\.exe' @\('failure', \$ServiceName, 'reset=', '(\d+)', 'actions=', '([^']+)'\)/.exec(script);
+  t.ok(failure, 'sc.exe failure with reset= and actions=');
+  t.match(failure?.[2], /^restart\/\d+(\/restart\/\d+)*$/, 'restart actions with delays');
+  t.match(script, /'failureflag', \$ServiceName, '1'/, 'failure actions also on a non-crash error exit');
+});
+
+t.test('the packaged copy is the source copy', async (t) => {
+  const packaged = path.join(projectRoot, 'dist', 'windows', 'install.ps1');
+  if (!fs.existsSync(packaged)) {
+    t.comment('dist/windows not built yet (npm run package:windows); nothing to compare');
+    t.pass('no packaged copy to differ');
+    return;
+  }
+  t.equal(fs.readFileSync(packaged, 'utf8'), script);
+});
