@@ -208,7 +208,7 @@ export class Daemon {
 
   private async startIpam(): Promise<void> {
     const ic = this.cfg.ipam!;
-    this.store = await openStore(ic.store);
+    this.store = await openStore(ic.store, { security: ic.etcd });
     this.log.info({ store: ic.store }, 'store open');
     const ipam = new Ipam(this.store);
     await ipam.setHost({ name: this.cfg.node.name, os: this.cfg.node.os, labels: this.cfg.node.labels });
