@@ -2,7 +2,8 @@
 import { Ipam } from '../ipam/ipam.ts';
 import type { Host, PoolSpec, ReservationPolicy, Use } from '../ipam/types.ts';
 import { migrateStore } from '../store/migrate.ts';
-import { openStore } from '../store/open.ts';
+import type { EtcdSecurity } from '../store/etcd-auth.ts';
+import { isEtcdUrl, openStore } from '../store/open.ts';
 import { boolOption, CliError, intOption, parse, printJson, required } from './args.ts';
 
 const HELP = `usage: blockspeaker ipam --store DIR|etcd://HOST:PORT[,HOST:PORT...] <command> [options]
@@ -24,6 +25,11 @@ commands:
   (--daemon [--socket PATH]: assign/release through the running daemon instead; see blockspeaker ipam --daemon --help)
   migrate --to etcd://HOST:PORT[,...] [--force]   copy every key of --store into another store (stop writers first);
                                                   refuses a target that already has IPAM keys unless --force
+
+etcd security (with --store or --to etcds://... for TLS, or etcd://... for user/password only):
+  --etcd-ca FILE --etcd-cert FILE --etcd-key FILE   PEM CA that signed etcd's certificate; client certificate and key
+  --etcd-user NAME (--etcd-password-file FILE | --etcd-password-env VAR)   etcd user; the password is never logged
+  (or BLOCKSPEAKER_ETCD_CA, _CERT, _KEY, _USER, _PASSWORD_FILE; BLOCKSPEAKER_ETCD_PASSWORD holds the password itself)
 `;
 
 export function parseReservation(text: string | undefined): ReservationPolicy | undefined {
@@ -171,11 +177,51 @@ async function dispatch(ipam: Ipam, words: string[], argv: string[]): Promise<vo
   }
 }
 
+const ETCD_FLAGS = {
+  '--etcd-ca': 'ca', '--etcd-cert': 'cert', '--etcd-key': 'key', '--etcd-user': 'username',
+  '--etcd-password-file': 'passwordFile', '--etcd-password-env': 'passwordEnv',
+} as const;
+
+/** --etcd-* options (anywhere in argv), each over its BLOCKSPEAKER_ETCD_* variable; the rest of argv untouched. */
+export function etcdSecurityOptions(argv: string[], env: NodeJS.ProcessEnv = process.env): { security: EtcdSecurity | undefined; rest: string[] } {
+  const flags: Partial<Record<(typeof ETCD_FLAGS)[keyof typeof ETCD_FLAGS], string>> = {};
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const eq = a.indexOf('=');
+    const flag = (eq > 0 ? a.slice(0, eq) : a) as keyof typeof ETCD_FLAGS;
+    if (!(flag in ETCD_FLAGS)) {
+      rest.push(a);
+      continue;
+    }
+    const value = eq > 0 ? a.slice(eq + 1) : argv[++i];
+    if (value === undefined || value === '') throw new CliError(`${flag} needs a value`);
+    flags[ETCD_FLAGS[flag]] = value;
+  }
+  if (flags.passwordFile && flags.passwordEnv) throw new CliError('--etcd-password-file and --etcd-password-env: give one');
+  const s: EtcdSecurity = {};
+  const ca = flags.ca ?? env.BLOCKSPEAKER_ETCD_CA;
+  const cert = flags.cert ?? env.BLOCKSPEAKER_ETCD_CERT;
+  const key = flags.key ?? env.BLOCKSPEAKER_ETCD_KEY;
+  const username = flags.username ?? env.BLOCKSPEAKER_ETCD_USER;
+  if (ca) s.ca = ca;
+  if (cert) s.cert = cert;
+  if (key) s.key = key;
+  if (username) s.username = username;
+  if (flags.passwordFile) s.password = { file: flags.passwordFile };
+  else if (flags.passwordEnv) s.password = { env: flags.passwordEnv };
+  else if (env.BLOCKSPEAKER_ETCD_PASSWORD_FILE) s.password = { file: env.BLOCKSPEAKER_ETCD_PASSWORD_FILE };
+  else if (env.BLOCKSPEAKER_ETCD_PASSWORD) s.password = { env: 'BLOCKSPEAKER_ETCD_PASSWORD' };
+  return { security: Object.keys(s).length ? s : undefined, rest };
+}
+
 export async function run(argv: string[]): Promise<number> {
   // --daemon / --socket PATH: assign/release through the running daemon's control socket instead of the store.
   if (argv.some((a) => a === '--daemon' || a === '--socket' || a.startsWith('--socket='))) return (await import('./show.ts')).ipamViaDaemon(argv);
   // Global options come before the command words: --store DIR (or BLOCKSPEAKER_STORE), --json (the default).
   let store = process.env.BLOCKSPEAKER_STORE;
+  const { security, rest: afterEtcd } = etcdSecurityOptions(argv);
+  argv = afterEtcd;
   const rest: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -191,8 +237,8 @@ export async function run(argv: string[]): Promise<number> {
   while (rest.length && !rest[0].startsWith('-')) words.push(rest.shift()!);
   if (words.length === 0) throw new CliError('ipam: a command is required (see blockspeaker ipam --help)');
   if (!store) throw new CliError('ipam: --store DIR is required (or set BLOCKSPEAKER_STORE)');
-  if (words.join(' ') === 'migrate') return migrate(store, rest);
-  const ipam = new Ipam(await openStore(store));
+  if (words.join(' ') === 'migrate') return migrate(store, rest, security);
+  const ipam = new Ipam(await openStore(store, { security }));
   try {
     await dispatch(ipam, words, rest);
   } finally {
@@ -201,13 +247,14 @@ export async function run(argv: string[]): Promise<number> {
   return 0;
 }
 
-async function migrate(fromSpec: string, argv: string[]): Promise<number> {
+async function migrate(fromSpec: string, argv: string[], security: EtcdSecurity | undefined): Promise<number> {
   const { values: v } = parse('migrate', argv, { to: { type: 'string' }, force: { type: 'boolean' } });
   const toSpec = required('migrate', v, 'to');
   if (toSpec === fromSpec) throw new CliError('migrate: --to is the same store as --store');
-  const from = await openStore(fromSpec);
+  // The etcd options belong to whichever side is etcd (both, when both are: one etcd's credentials).
+  const from = await openStore(fromSpec, { security: isEtcdUrl(fromSpec) ? security : undefined });
   try {
-    const to = await openStore(toSpec);
+    const to = await openStore(toSpec, { security: isEtcdUrl(toSpec) ? security : undefined });
     try {
       printJson(await migrateStore(from, to, { force: v.force ?? false }));
     } finally {

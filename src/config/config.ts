@@ -4,6 +4,8 @@ import { readFileSync } from 'node:fs';
 import { isMap, isSeq, LineCounter, parseDocument, stringify, type Node as YamlNode } from 'yaml';
 import { formatIP, formatPrefix, maxLen, parseIP, parsePrefix, type Family } from '../net/ip.ts';
 import { hostPlatform, type Platform } from '../platform/platform.ts';
+import { posix, win32 } from 'node:path';
+import { checkEtcdSecurity, isEtcdUrl, type EtcdSecurity, type SecretSource } from '../store/etcd-auth.ts';
 import { Checker, isPlainObject, show, type ConfigIssue, type Path } from './check.ts';
 import type {
   AddressFamily, BgpConfig, Config, DataplaneConfig, IpamConfig, IpcConfig, ListenAddress, NodeConfig, PeerConfig,
@@ -346,18 +348,20 @@ function pool(c: Checker, path: Path, v: unknown): PoolConfig | undefined {
 
 function ipamSection(c: Checker, v: unknown): IpamConfig | undefined {
   const P = ['ipam'];
-  const o = c.object(P, v, ['store', 'strictAffinity', 'maxBlocksPerHost', 'autoAllocateBlocks', 'ipCooldownSeconds', 'pools', 'calico']);
+  const o = c.object(P, v, ['store', 'strictAffinity', 'maxBlocksPerHost', 'autoAllocateBlocks', 'ipCooldownSeconds', 'pools', 'calico', 'etcd']);
   if (!o) return undefined;
   const store = c.opt(o.store, DEFAULT_STORE, (x) => {
     const s = c.string([...P, 'store'], x);
-    if (s !== undefined && s.startsWith('etcd://')) {
-      const eps = s.slice('etcd://'.length).split(',');
+    const m = s === undefined ? null : /^etcds?:\/\/(.*)$/.exec(s);
+    if (m) {
+      const eps = m[1].split(',');
       if (eps.some((e) => !/^[^\s:/,]+:\d{1,5}$/.test(e) && !/^\[[0-9a-fA-F:.]+\]:\d{1,5}$/.test(e))) {
-        return c.bad([...P, 'store'], 'a directory or etcd://host:port[,host:port...]', s);
+        return c.bad([...P, 'store'], 'a directory or etcd://host:port[,host:port...] (etcds:// for TLS)', s);
       }
     }
     return s;
   });
+  const etcd = o.etcd === undefined || o.etcd === null ? undefined : etcdSecurity(c, [...P, 'etcd'], o.etcd, store);
   const strictAffinity = c.opt(o.strictAffinity, false, (x) => c.bool([...P, 'strictAffinity'], x));
   const autoAllocateBlocks = c.opt(o.autoAllocateBlocks, true, (x) => c.bool([...P, 'autoAllocateBlocks'], x));
   const maxBlocksPerHost = c.opt(o.maxBlocksPerHost, 0, (x) => c.int([...P, 'maxBlocksPerHost'], x, 0, 1_000_000));
@@ -375,7 +379,54 @@ function ipamSection(c: Checker, v: unknown): IpamConfig | undefined {
   }
   if (store === undefined || strictAffinity === undefined || autoAllocateBlocks === undefined ||
       maxBlocksPerHost === undefined || ipCooldownSeconds === undefined || calico === undefined) return undefined;
-  return { store, strictAffinity, maxBlocksPerHost, autoAllocateBlocks, ipCooldownSeconds, pools, calico };
+  if (o.etcd !== undefined && o.etcd !== null && etcd === undefined) return undefined;
+  const out: IpamConfig = { store, strictAffinity, maxBlocksPerHost, autoAllocateBlocks, ipCooldownSeconds, pools, calico };
+  if (etcd) out.etcd = etcd;
+  return out;
+}
+
+/** ipam.etcd: TLS files and user/password for an etcd store; secrets only by reference (a file or a variable). */
+function etcdSecurity(c: Checker, path: Path, v: unknown, store: string | undefined): EtcdSecurity | undefined {
+  const o = c.object(path, v, ['ca', 'cert', 'key', 'username', 'password']);
+  if (!o) return undefined;
+  if (store !== undefined && !isEtcdUrl(store)) {
+    c.fail(path, `only for an etcd store (ipam.store etcd://... or etcds://...), but ipam.store is the directory ${show(store)}`);
+    return undefined;
+  }
+  const file = (k: 'ca' | 'cert' | 'key') => c.opt(o[k], undefined, (x) => {
+    const f = c.string([...path, k], x);
+    // Relative to what? The daemon's working directory is not the config's: ask for an absolute path.
+    return f !== undefined && !posix.isAbsolute(f) && !win32.isAbsolute(f) ? c.bad([...path, k], 'an absolute path to a PEM file', f) : f;
+  });
+  const ca = file('ca');
+  const cert = file('cert');
+  const key = file('key');
+  const username = c.opt(o.username, undefined, (x) => c.string([...path, 'username'], x));
+  const password = c.opt(o.password, undefined, (x): SecretSource | undefined => {
+    if (typeof x === 'string') return c.fail([...path, 'password'], 'must not be written in the config: use { file: PATH } or { env: VARIABLE }');
+    const p = c.object([...path, 'password'], x, ['file', 'env']);
+    if (!p) return undefined;
+    if ((p.file === undefined) === (p.env === undefined)) return c.bad([...path, 'password'], 'exactly one of { file: PATH } or { env: VARIABLE }', x);
+    if (p.file !== undefined) {
+      const f = c.string([...path, 'password', 'file'], p.file);
+      return f === undefined ? undefined : { file: f };
+    }
+    const e = c.string([...path, 'password', 'env'], p.env);
+    return e === undefined ? undefined : { env: e };
+  });
+  const out: EtcdSecurity = {};
+  if (ca !== undefined) out.ca = ca;
+  if (cert !== undefined) out.cert = cert;
+  if (key !== undefined) out.key = key;
+  if (username !== undefined) out.username = username;
+  if (password !== undefined) out.password = password;
+  if ((o.ca !== undefined && ca === undefined) || (o.cert !== undefined && cert === undefined) ||
+      (o.key !== undefined && key === undefined) || (o.username !== undefined && username === undefined) ||
+      (o.password !== undefined && password === undefined)) return undefined;
+  const problems = checkEtcdSecurity(out, store !== undefined && store.startsWith('etcds://'));
+  for (const pr of problems) c.fail([...path, pr.field], pr.message);
+  if (problems.length) return undefined;
+  return out;
 }
 
 // ---- dataplane, status, ipc ------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 // The config file's shape after validation: user-facing names as in DESIGN.md ("Config file"), every default
 // filled in, addresses and prefixes in canonical text form. Extend these, never rename a field.
 
+import type { EtcdSecurity } from '../store/etcd-auth.ts';
+
 export type AddressFamily = 'ipv4' | 'ipv6';
 export type NodeOS = 'linux' | 'windows';
 
@@ -102,6 +104,8 @@ export interface IpamConfig {
   pools: PoolConfig[];
   /** Calico v3 manifest files (IPPool, BGPPeer, BGPConfiguration, IPAMConfiguration) merged in by the daemon. */
   calico: string[];
+  /** TLS files and user/password for an etcd store (absent: none). */
+  etcd?: EtcdSecurity;
 }
 
 export type DataplaneConfig =

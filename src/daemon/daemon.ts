@@ -8,7 +8,6 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve as resolvePath } from 'node:path';
 import type { Logger as Pino } from 'pino';
-import { Counter, Gauge, Registry } from 'prom-client';
 import { describeAttrs } from '../bgp/codec/json.ts';
 import { Speaker, type Logger, type PeerStatus } from '../bgp/speaker.ts';
 import { importCalico } from '../config/calico.ts';
@@ -32,6 +31,7 @@ import { hostPlatform, type Platform } from '../platform/platform.ts';
 import { openStore } from '../store/open.ts';
 import type { Store } from '../store/types.ts';
 import { IpamAnnouncer } from './announcer.ts';
+import { lazyMetrics, type MetricsSource } from './metrics.ts';
 
 export interface DaemonOptions {
   /** The config file (re-read on reload). */
@@ -72,8 +72,6 @@ export interface PoolUsage {
   /** allocated / (size - reserved), 0..1. */
   utilisation: number;
 }
-
-const STATE_NUMBER: Record<string, number> = { Idle: 1, Connect: 2, Active: 3, OpenSent: 4, OpenConfirm: 5, Established: 6 };
 
 const sameListen = (a: ListenAddress | undefined, b: ListenAddress | undefined) =>
   a?.address === b?.address && a?.port === b?.port;
@@ -136,7 +134,8 @@ export class Daemon {
   ipam: Ipam | null = null;
   announcer: IpamAnnouncer | null = null;
   readonly status: StatusServer;
-  readonly metrics = new Registry();
+  /** Prometheus metrics, built on the first scrape: prom-client costs ~11 MB RSS in a daemon nobody scrapes. */
+  private readonly metrics = lazyMetrics(() => this.metricsSource());
   /** Config problems that do not stop the daemon (a pool that differs from the store's, Calico fields we ignore). */
   readonly warnings: string[] = [];
   private ipc: IpcServer | null = null;
@@ -175,9 +174,8 @@ export class Daemon {
       const r = this.ready();
       return { status: r.ready ? 200 : 503, body: r };
     });
-    this.status.route('/metrics', async () => ({ body: await this.metrics.metrics(), contentType: this.metrics.contentType.split(';')[0] }));
+    this.status.route('/metrics', async () => this.metrics());
     this.status.route('/warnings', () => ({ body: this.warnings }));
-    this.setupMetrics();
   }
 
   private warn(msg: string): void {
@@ -223,7 +221,7 @@ export class Daemon {
 
   private async startIpam(): Promise<void> {
     const ic = this.cfg.ipam!;
-    this.store = await openStore(ic.store, {}, {
+    this.store = await openStore(ic.store, { security: ic.etcd }, {
       platform: this.opts.platform,
       onAccess: (r) => (r.enforced ? this.log.info({ store: ic.store }, r.what) : this.log.warn({ store: ic.store }, r.what)),
     });
@@ -477,75 +475,17 @@ export class Daemon {
 
   // ---- metrics --------------------------------------------------------------------------------------------------
 
-  private setupMetrics(): void {
-    const reg = this.metrics;
-    const daemon = this; // collect() runs with the metric as `this`
-    const peers = () => daemon.speaker?.peers() ?? [];
-    // Values are read from the parts at scrape time (collect), so nothing has to keep counters in step.
-    new Gauge({ name: 'blockspeaker_bgp_peer_state', help: 'BGP FSM state per peer: 1 Idle, 2 Connect, 3 Active, 4 OpenSent, 5 OpenConfirm, 6 Established',
-      labelNames: ['peer', 'asn'], registers: [reg],
-      collect() {
-        this.reset();
-        for (const p of peers()) this.set({ peer: p.address, asn: String(p.asn) }, STATE_NUMBER[p.state] ?? 0);
-      } });
-    new Gauge({ name: 'blockspeaker_bgp_peer_up', help: '1 when the session is Established', labelNames: ['peer'], registers: [reg],
-      collect() {
-        this.reset();
-        for (const p of peers()) this.set({ peer: p.address }, p.state === 'Established' ? 1 : 0);
-      } });
-    new Gauge({ name: 'blockspeaker_bgp_prefixes', help: 'Prefixes per peer: received (Adj-RIB-In), accepted (after import policy), sent (Adj-RIB-Out)',
-      labelNames: ['peer', 'kind'], registers: [reg],
-      collect() {
-        this.reset();
-        for (const p of peers()) {
-          for (const k of ['received', 'accepted', 'sent'] as const) this.set({ peer: p.address, kind: k }, p.prefixes[k]);
-        }
-      } });
-    new Counter({ name: 'blockspeaker_bgp_updates_total', help: 'UPDATE messages per peer and direction (this process)',
-      labelNames: ['peer', 'direction'], registers: [reg],
-      collect() {
-        this.reset();
-        for (const p of peers()) {
-          this.inc({ peer: p.address, direction: 'in' }, p.messages.updatesReceived);
-          this.inc({ peer: p.address, direction: 'out' }, p.messages.updatesSent);
-        }
-      } });
-    new Gauge({ name: 'blockspeaker_rib_routes', help: 'Routes in the Loc-RIB', registers: [reg],
-      collect() {
-        this.set(daemon.speaker?.rib.size ?? 0);
-      } });
-    new Gauge({ name: 'blockspeaker_ipam_addresses', help: 'IPAM addresses per pool in existing blocks, by state (allocated, free, reserved)',
-      labelNames: ['pool', 'state'], registers: [reg],
-      async collect() {
-        this.reset();
-        if (!daemon.ipam) return;
-        for (const p of await daemon.poolUsage()) {
-          for (const k of ['allocated', 'free', 'reserved'] as const) this.set({ pool: p.name, state: k }, p[k]);
-        }
-      } });
-    new Gauge({ name: 'blockspeaker_ipam_blocks', help: 'IPAM blocks per pool', labelNames: ['pool'], registers: [reg],
-      async collect() {
-        this.reset();
-        if (!daemon.ipam) return;
-        for (const p of await daemon.poolUsage()) this.set({ pool: p.name }, p.blocks);
-      } });
-    new Gauge({ name: 'blockspeaker_announced_prefixes', help: 'Prefixes this node announces from IPAM (blocks and borrowed host routes)', registers: [reg],
-      collect() {
-        this.set(daemon.localPrefixes.length);
-      } });
-    new Counter({ name: 'blockspeaker_dataplane_errors_total', help: 'Failed route programming runs', registers: [reg],
-      collect() {
-        this.reset();
-        this.inc(daemon.dataplaneErrors);
-      } });
-    new Gauge({ name: 'blockspeaker_dataplane_last_success_timestamp_seconds', help: 'When route programming last succeeded (0: never)', registers: [reg],
-      collect() {
-        this.set(daemon.dataplaneLastSuccess ? daemon.dataplaneLastSuccess / 1000 : 0);
-      } });
-    new Gauge({ name: 'blockspeaker_ready', help: '1 when the store is open, the speaker started and the first reconcile done', registers: [reg],
-      collect() {
-        this.set(daemon.ready().ready ? 1 : 0);
-      } });
+  /** What the metrics read at scrape time (src/daemon/metrics.ts). */
+  private metricsSource(): MetricsSource {
+    return {
+      peers: () => this.speaker?.peers() ?? [],
+      ribSize: () => this.speaker?.rib.size ?? 0,
+      poolUsage: async () => (this.ipam ? this.poolUsage() : []),
+      announced: () => this.localPrefixes.length,
+      dataplaneErrors: () => this.dataplaneErrors,
+      dataplaneLastSuccess: () => this.dataplaneLastSuccess,
+      ready: () => this.ready().ready,
+    };
   }
 
   // ---- reload and stop ------------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ import {
   type WatchEvent,
   type Watcher,
 } from './types.ts';
+import type { EtcdCredentials } from './etcd-auth.ts';
 
 export interface EtcdStoreOptions {
   /**
@@ -62,6 +63,10 @@ export interface EtcdStoreOptions {
   pageSize?: number;
   /** One line per retry, reconnect and resolved outcome (for logs). */
   log?: (line: string) => void;
+  /** Speak TLS to every endpoint (etcds://). */
+  tls?: boolean;
+  /** TLS files' contents and etcd user/password (see etcd-auth.ts); the password is never logged. */
+  credentials?: EtcdCredentials;
 }
 
 export interface EtcdStoreStats {
@@ -92,11 +97,48 @@ function message(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
+/**
+ * A failed TLS handshake, said plainly: it will not heal by retrying (wrong CA, no or unknown client certificate,
+ * a server certificate without our address), so it is a permanent error. undefined when msg is something else.
+ */
+export function tlsFailure(msg: string): string | undefined {
+  if (/unable to verify|self[- ]signed certificate|unable to get (local )?issuer|certificate verify failed|CERT_/i.test(msg)) {
+    return "etcd's server certificate is not signed by the CA we trust (give the CA that signed it: ipam.etcd.ca or --etcd-ca)";
+  }
+  if (/Hostname\/IP does not match|altnames|ERR_TLS_CERT_ALTNAME/i.test(msg)) {
+    return "etcd's server certificate does not name the address we connect to (its subjectAltName must list it)";
+  }
+  if (/alert (bad certificate|certificate required|unknown ca|certificate unknown|handshake failure)|alert number (42|46|48|116)\b/i.test(msg)) {
+    return 'etcd refused our client certificate, or we sent none (etcd runs with --client-cert-auth: give ipam.etcd.cert and key, signed by its --trusted-ca-file)';
+  }
+  if (/certificate has expired|certificate is not yet valid/i.test(msg)) return `a certificate is outside its validity period (${/certificate (has expired|is not yet valid)/i.exec(msg)![0]})`;
+  if (/wrong version number|packet length too long|http\/1\.1 ?400|unexpected eof while reading/i.test(msg)) return 'TLS handshake failed: is the endpoint really serving TLS (etcds://), or plain TCP (etcd://)?';
+  return undefined;
+}
+
+let sniQuiet = false;
+/**
+ * grpc-js sends an IP endpoint as the TLS ServerName, which Node flags once per process with DEP0123 on stderr
+ * (the certificate is still checked against the IP's subjectAltName). Drop that one warning so the CLI's error
+ * stays one line and the daemon's stderr stays JSON; every other warning passes.
+ */
+function quietIpServerNameWarning(): void {
+  if (sniQuiet) return;
+  sniQuiet = true;
+  const emit = process.emitWarning.bind(process) as (...args: unknown[]) => void;
+  process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
+    const code = typeof rest[0] === 'object' && rest[0] !== null ? (rest[0] as { code?: string }).code : rest[1];
+    if (code === 'DEP0123') return;
+    emit(warning, ...rest);
+  }) as typeof process.emitWarning;
+}
+
 /** What an error from the client means for a retry. Only 'notSent' proves a write did not reach etcd. */
 function classify(e: unknown): ErrorKind {
   if (e instanceof StoreError) return 'permanent';
   if (isBrokenCircuitError(e)) return 'notSent';
   const msg = message(e);
+  if (tlsFailure(msg)) return 'permanent';
   if (/client was already closed/i.test(msg)) return 'closed';
   // Refused connections and calls that found no connection to go out on.
   if (/ECONNREFUSED|No connection established|ENOTFOUND|EHOSTUNREACH|ENETUNREACH/i.test(msg)) return 'notSent';
@@ -169,10 +211,17 @@ export class EtcdStore implements Store {
     this.retryForMs = opts.retryForMs ?? 20000;
     this.pageSize = opts.pageSize ?? 500;
     this.log = opts.log ?? (() => {});
-    this.name = `etcd://${endpoints.join(',')}${opts.keyPrefix ? ` (key prefix ${JSON.stringify(opts.keyPrefix)})` : ''}`;
+    const tls = opts.tls ?? false;
+    const user = opts.credentials?.auth?.username;
+    this.name = `${tls ? 'etcds' : 'etcd'}://${endpoints.join(',')}${opts.keyPrefix ? ` (key prefix ${JSON.stringify(opts.keyPrefix)})` : ''}${user ? ` (user ${user})` : ''}`;
     const timeout = this.requestTimeoutMs;
+    const t = opts.credentials?.tls;
+    if (tls) quietIpServerNameWarning();
     this.client = new Etcd3({
-      hosts: endpoints.map((e) => `http://${e}`),
+      hosts: endpoints.map((e) => `${tls ? 'https' : 'http'}://${e}`),
+      // No CA given: grpc's default roots (rootCertificate null).
+      credentials: tls && t ? { rootCertificate: t.ca as Buffer, privateKey: t.key, certChain: t.cert } : undefined,
+      auth: opts.credentials?.auth,
       // Retries are ours (a blind client-side retry of a write would hide an unknown outcome). Per endpoint, a
       // breaker stops sending to a member that keeps failing and tries it again after a second.
       faultHandling: {
@@ -234,6 +283,8 @@ export class EtcdStore implements Store {
     if (err instanceof StoreError) return err;
     if (classify(err) === 'closed') return new StoreError(`${this.name}: store is closed`);
     const msg = message(err);
+    const tls = tlsFailure(msg);
+    if (tls) return new StoreError(`${this.name}: ${what}: TLS with ${this.endpoints.join(', ')} failed: ${tls}`);
     const hint = /too many operations in txn/.test(msg)
       ? ' (etcd allows --max-txn-ops operations per transaction, 128 by default)'
       : /request is too large/.test(msg)
@@ -246,6 +297,7 @@ export class EtcdStore implements Store {
   private async retrying<T>(what: string, fn: () => Promise<T>, retryForMs = this.retryForMs): Promise<T> {
     const deadline = Date.now() + retryForMs;
     let delay = 25;
+    let cause: unknown; // the last error that was not "circuit breaker open", which says nothing about why
     for (;;) {
       this.checkOpen();
       try {
@@ -254,7 +306,8 @@ export class EtcdStore implements Store {
         const kind = classify(e);
         if (kind !== 'notSent' && kind !== 'retry') throw this.wrap(what, e);
         if (this.closed) throw new StoreError(`${this.name}: store is closed`);
-        if (Date.now() + delay > deadline) throw this.unreachable(what, e, '', retryForMs);
+        if (!isBrokenCircuitError(e)) cause = e;
+        if (Date.now() + delay > deadline) throw this.unreachable(what, cause ?? e, '', retryForMs);
         this.counters.retries++;
         this.log(`etcd: ${what}: ${message(e)}; retrying in ${delay} ms`);
         await sleep(delay + Math.floor(Math.random() * delay));
@@ -303,7 +356,9 @@ export class EtcdStore implements Store {
 
   /** The current revision, retrying for at most `retryForMs` (openEtcdStore uses it to wait for etcd). */
   async currentRevision(retryForMs: number): Promise<number> {
-    const res = await this.retrying('read the revision', () => this.client.kv.range({ key: ALL, limit: 1, count_only: true }), retryForMs);
+    // One key under the store's own prefix (not the whole key space), so an etcd user allowed only that prefix may
+    // open the store; the header carries the store-wide revision either way.
+    const res = await this.retrying('read the revision', () => this.client.kv.range({ key: this.enc('/blockspeaker/'), count_only: true }), retryForMs);
     return this.seen(res.header);
   }
 
@@ -357,6 +412,7 @@ export class EtcdStore implements Store {
     const what = `txn on ${[...last.keys()].slice(0, 3).join(', ')}${last.size > 3 ? ` and ${last.size - 3} more` : ''}`;
     const deadline = Date.now() + this.retryForMs;
     let delay = 25;
+    let cause: unknown; // as in retrying()
     for (;;) {
       this.checkOpen();
       const before = this.seenRev;
@@ -366,7 +422,8 @@ export class EtcdStore implements Store {
       } catch (e) {
         const kind = classify(e);
         if (kind === 'notSent') {
-          if (Date.now() + delay > deadline) throw this.unreachable(what, e, '; not applied');
+          if (!isBrokenCircuitError(e)) cause = e;
+          if (Date.now() + delay > deadline) throw this.unreachable(what, cause ?? e, '; not applied');
           this.counters.retries++;
           this.log(`etcd: ${what}: ${message(e)}; not sent, retrying in ${delay} ms`);
           await sleep(delay + Math.floor(Math.random() * delay));

@@ -1,4 +1,8 @@
-// Opens the Store named by a config/CLI string: a directory (embedded, durable) or etcd://host:port[,host:port].
+// Opens the Store named by a config/CLI string: a directory (embedded, durable), etcd://host:port[,host:port] (plain
+// TCP) or etcds://host:port[,...] (TLS).
+import { isEtcdUrl, loadEtcdCredentials, type EtcdSecurity } from './etcd-auth.ts';
+
+export { isEtcdUrl };
 import type { EtcdStoreOptions } from './etcd.ts';
 import { openFileStore, type FileStoreOptions } from './file.ts';
 import { StoreError, type Store } from './types.ts';
@@ -7,29 +11,40 @@ export interface EtcdLocation {
   endpoints: string[];
   /** Key prefix from a path after the endpoints (etcd://h:p/tenant-a -> "/tenant-a"); "" when none. */
   keyPrefix: string;
+  /** etcds:// */
+  tls: boolean;
 }
 
-/** Parse etcd://HOST:PORT[,HOST:PORT...][/KEY-PREFIX]. IPv6 hosts in brackets: etcd://[::1]:2379. */
+/** Parse etcd[s]://HOST:PORT[,HOST:PORT...][/KEY-PREFIX]. IPv6 hosts in brackets: etcd://[::1]:2379. */
 export function parseEtcdUrl(spec: string): EtcdLocation {
-  const m = /^etcd:\/\/([^/]*)(\/.*)?$/.exec(spec);
-  if (!m || m[1] === '') throw new StoreError(`store ${spec}: expected etcd://host:port[,host:port...]`);
-  const endpoints = m[1].split(',').map((e) => e.trim());
+  const m = /^etcd(s?):\/\/([^/]*)(\/.*)?$/.exec(spec);
+  if (!m || m[2] === '') throw new StoreError(`store ${spec}: expected etcd://host:port[,host:port...] or etcds://...`);
+  const endpoints = m[2].split(',').map((e) => e.trim());
   for (const ep of endpoints) {
     const hp = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(ep);
     if (!hp || Number(hp[2]) < 1 || Number(hp[2]) > 65535) throw new StoreError(`store ${spec}: endpoint "${ep}" is not host:port`);
   }
-  const keyPrefix = m[2] && m[2] !== '/' ? m[2].replace(/\/+$/, '') : '';
-  return { endpoints, keyPrefix };
+  const keyPrefix = m[3] && m[3] !== '/' ? m[3].replace(/\/+$/, '') : '';
+  return { endpoints, keyPrefix, tls: m[1] === 's' };
 }
 
-export async function openStore(spec: string, etcdOptions: EtcdStoreOptions = {}, fileOptions: FileStoreOptions = {}): Promise<Store> {
+export interface OpenStoreOptions extends EtcdStoreOptions {
+  /** TLS files and user/password for etcd (config ipam.etcd, CLI --etcd-*); refused for a directory. */
+  security?: EtcdSecurity;
+}
+
+export async function openStore(spec: string, opts: OpenStoreOptions = {}, fileOptions: FileStoreOptions = {}): Promise<Store> {
   if (typeof spec !== 'string' || spec.trim() === '') throw new StoreError('store: empty location (give a directory or etcd://host:port)');
-  if (spec.startsWith('etcds://')) throw new StoreError(`store ${spec}: TLS to etcd (etcds://) is not supported yet; use etcd:// on a trusted network`);
-  if (spec.startsWith('etcd://')) {
+  const { security, ...etcdOptions } = opts;
+  if (isEtcdUrl(spec)) {
     const loc = parseEtcdUrl(spec);
+    const credentials = loadEtcdCredentials(spec, loc.tls, security);
     // Loaded on demand: the etcd client (gRPC, protobuf) adds ~26 MB to a process that uses the embedded store.
     const { openEtcdStore } = await import('./etcd.ts');
-    return openEtcdStore(loc.endpoints, { ...etcdOptions, keyPrefix: etcdOptions.keyPrefix ?? loc.keyPrefix });
+    return openEtcdStore(loc.endpoints, { ...etcdOptions, keyPrefix: etcdOptions.keyPrefix ?? loc.keyPrefix, tls: loc.tls, credentials });
+  }
+  if (security && Object.values(security).some((v) => v !== undefined)) {
+    throw new StoreError(`store ${spec}: etcd TLS/auth settings given, but the store is a directory (use etcd:// or etcds://)`);
   }
   return openFileStore(spec, fileOptions);
 }

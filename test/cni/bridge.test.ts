@@ -4,15 +4,16 @@
 // releases the addresses. A pod whose address is borrowed from another host's block still reaches its gateway:
 // that is what the "pool" addressing mode (pool prefix length, node gateway) is for.
 //
-// Needs root, iproute2 and containernetworking-plugins. With REQUIRE_PEERS=1 (CI) a missing piece fails the test.
+// Needs root, iproute2, iputils-ping and containernetworking-plugins. With REQUIRE_PEERS=1 (CI) a missing piece fails the test.
 import t, { type Test } from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, symlinkSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IpcClient } from '../../src/ipc/client.ts';
 import { startTestDaemon, type TestDaemon } from '../ipc/fixture.ts';
 import { pluginBin } from './helpers.ts';
+import { missingTools } from '../lib/tools.ts';
 
 const PLUGINS = '/usr/lib/cni';
 const require_ = process.env.REQUIRE_PEERS === '1' || process.env.REQUIRE_PEERS === 'true';
@@ -20,9 +21,8 @@ const require_ = process.env.REQUIRE_PEERS === '1' || process.env.REQUIRE_PEERS 
 function unavailable(): string | null {
   if (process.platform !== 'linux') return 'not Linux';
   if (typeof process.getuid === 'function' && process.getuid() !== 0) return 'not root (network namespaces need CAP_SYS_ADMIN)';
-  if (spawnSync('ip', ['-V']).status !== 0) return 'ip(8) not found: apt-get install iproute2';
-  for (const p of ['bridge', 'loopback']) if (!existsSync(join(PLUGINS, p))) return `${PLUGINS}/${p} not found: apt-get install containernetworking-plugins`;
-  return null;
+  const missing = missingTools(['ip', 'ping', 'bridge', 'loopback', 'host-local']);
+  return missing.length ? missing.join('; ') : null;
 }
 
 interface Out {
@@ -58,8 +58,6 @@ async function must(cmd: string, args: string[], opts: { env?: Record<string, st
   if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.code}): ${r.stdout}${r.stderr}`);
   return r.stdout;
 }
-
-const hasPing = spawnSync('ping', ['-V']).status === 0;
 
 async function main(): Promise<void> {
   const tag = `bs-cni-${process.pid}`;
@@ -129,7 +127,7 @@ async function main(): Promise<void> {
       if (!ok) await new Promise((r) => setTimeout(r, 150));
     }
     t.ok(ok, `${what}: TCP to ${addr}`);
-    if (hasPing) t.ok(await ping(fromNs, addr), `${what}: ping ${addr}`);
+    t.ok(await ping(fromNs, addr), `${what}: ping ${addr}`);
   }
   listen(node);
 

@@ -10,15 +10,16 @@
 // node B's block (the pool holds two blocks only): the /32 is announced, reaches BIRD and node B, and a2 is
 // reachable from b1. Deleting a2 releases it and the /32 is withdrawn everywhere.
 //
-// Needs root, bird2, iproute2 and containernetworking-plugins; interopGate/REQUIRE_PEERS=1 decide skip vs fail.
+// Needs root, bird2, iproute2, iputils-ping, curl and containernetworking-plugins; interopGate/REQUIRE_PEERS=1 decide skip vs fail.
 import t from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply, AvailableReply } from '../../src/ipc/protocol.ts';
-import { createLink, createNetns, execInNetns, interopGate, requirePeers, runInNetns, waitFor, type Netns } from '../interop/harness.ts';
+import { toolsGate } from '../lib/tools.ts';
+import { createLink, createNetns, execInNetns, interopGate, runInNetns, waitFor, type Netns } from '../interop/harness.ts';
 
 const BIN = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
 const CNI_BIN = new URL('../../bin/blockspeaker-cni', import.meta.url).pathname;
@@ -57,14 +58,10 @@ function block28(ip: string): string {
 }
 
 const gate = interopGate(t, ['bird']);
-const cniMissing = ['bridge', 'loopback'].filter((p) => !existsSync(join(PLUGINS, p)));
-if (!gate && cniMissing.length) {
-  const why = `${cniMissing.map((p) => `${PLUGINS}/${p}`).join(', ')} not found: apt-get install containernetworking-plugins`;
-  if (requirePeers()) t.fail(`${why} (REQUIRE_PEERS=1, so this is a failure, not a skip)`);
-  else t.comment(`skipping: ${why}`);
-}
+// The CNI plugins the pods are made with, ping between pods and curl for the daemons' status endpoints.
+const toolsOk = !gate && toolsGate(t, ['bridge', 'loopback', 'ping', 'curl']);
 
-if (!gate && !cniMissing.length) {
+if (!gate && toolsOk) {
   t.test('two nodes, BIRD as ToR, bridge CNI pods: pod to pod, a borrowed address announced and withdrawn', async (t) => {
     const pid = process.pid;
     const dir = mkdtempSync(join(tmpdir(), `bs-interop-${pid}-e2e-`));

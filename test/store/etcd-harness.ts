@@ -6,6 +6,7 @@
 // where that is a failure.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdtempSync, mkdirSync, readFileSync, rmSync, type WriteStream } from 'node:fs';
+import https from 'node:https';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +22,17 @@ export interface EtcdMember {
   dataDir: string;
   logFile: string;
   proc?: ChildProcess;
+}
+
+/** Serve clients over TLS with these PEM files; clientCertAuth makes etcd require a client certificate signed by ca. */
+export interface EtcdServerTls {
+  ca: string;
+  cert: string;
+  key: string;
+  clientCertAuth?: boolean;
+  /** A client certificate and key for the harness's own health checks (needed with clientCertAuth). */
+  clientCert?: string;
+  clientKey?: string;
 }
 
 interface Teardown {
@@ -85,7 +97,7 @@ export class EtcdCluster {
   }
 
   /** Start `size` members and wait until every one of them is healthy (a leader is elected). */
-  static async start(t: Teardown, opts: { size?: number; extraArgs?: string[] } = {}): Promise<EtcdCluster> {
+  static async start(t: Teardown, opts: { size?: number; extraArgs?: string[]; tls?: EtcdServerTls } = {}): Promise<EtcdCluster> {
     const why = etcdMissing();
     if (why) throw new Error(why);
     const size = opts.size ?? 1;
@@ -101,6 +113,7 @@ export class EtcdCluster {
       }
       const c = new EtcdCluster(root, members);
       c.extraArgs = opts.extraArgs ?? [];
+      c.tls = opts.tls;
       t.teardown(() => c.destroy());
       try {
         for (let i = 0; i < size; i++) c.spawnMember(i, 'new');
@@ -115,14 +128,25 @@ export class EtcdCluster {
   }
 
   private extraArgs: string[] = [];
+  tls: EtcdServerTls | undefined;
 
   get endpoints(): string[] {
     return this.members.map((m) => m.endpoint);
   }
 
-  /** etcd://host:port,... for openStore. */
+  /** etcd://host:port,... (etcds:// when serving TLS) for openStore. */
   get url(): string {
-    return `etcd://${this.endpoints.join(',')}`;
+    return `${this.tls ? 'etcds' : 'etcd'}://${this.endpoints.join(',')}`;
+  }
+
+  private get clientScheme(): string {
+    return this.tls ? 'https' : 'http';
+  }
+
+  private tlsArgs(): string[] {
+    const s = this.tls;
+    if (!s) return [];
+    return ['--cert-file', s.cert, '--key-file', s.key, '--trusted-ca-file', s.ca, ...(s.clientCertAuth ? ['--client-cert-auth'] : [])];
   }
 
   private spawnMember(i: number, state: 'new' | 'existing'): void {
@@ -131,8 +155,8 @@ export class EtcdCluster {
     const args = [
       '--name', m.name,
       '--data-dir', m.dataDir,
-      '--listen-client-urls', `http://127.0.0.1:${m.clientPort}`,
-      '--advertise-client-urls', `http://127.0.0.1:${m.clientPort}`,
+      '--listen-client-urls', `${this.clientScheme}://127.0.0.1:${m.clientPort}`,
+      '--advertise-client-urls', `${this.clientScheme}://127.0.0.1:${m.clientPort}`,
       '--listen-peer-urls', `http://127.0.0.1:${m.peerPort}`,
       '--initial-advertise-peer-urls', `http://127.0.0.1:${m.peerPort}`,
       '--initial-cluster', cluster,
@@ -141,6 +165,7 @@ export class EtcdCluster {
       '--logger', 'zap',
       '--log-outputs', 'stderr',
       '--log-level', 'warn',
+      ...this.tlsArgs(),
       ...this.extraArgs,
     ];
     let log = this.logs.get(m.name);
@@ -171,6 +196,7 @@ export class EtcdCluster {
   }
 
   private async healthy(i: number): Promise<boolean> {
+    if (this.tls) return this.healthyTls(i);
     try {
       const res = await fetch(`http://${this.members[i].endpoint}/health`, { signal: AbortSignal.timeout(1000) });
       const body = (await res.json()) as { health?: string };
@@ -178,6 +204,32 @@ export class EtcdCluster {
     } catch {
       return false;
     }
+  }
+
+  /** /health over TLS, with the harness's client certificate (fetch cannot take a private CA). */
+  private healthyTls(i: number): Promise<boolean> {
+    const s = this.tls!;
+    return new Promise((resolve) => {
+      const req = https.get(
+        {
+          host: '127.0.0.1', port: this.members[i].clientPort, path: '/health', timeout: 1000,
+          ca: readFileSync(s.ca), cert: s.clientCert ? readFileSync(s.clientCert) : undefined, key: s.clientKey ? readFileSync(s.clientKey) : undefined,
+        },
+        (res) => {
+          let body = '';
+          res.on('data', (d) => (body += d));
+          res.on('end', () => {
+            try {
+              resolve(res.statusCode === 200 && (JSON.parse(body) as { health?: string }).health === 'true');
+            } catch {
+              resolve(false);
+            }
+          });
+        },
+      );
+      req.on('timeout', () => req.destroy());
+      req.on('error', () => resolve(false));
+    });
   }
 
   /** Wait until the given members (default: all that are running) report healthy. */

@@ -22,12 +22,17 @@ async function until(what: string, cond: () => boolean, ms = 10000): Promise<voi
 }
 
 t.test('etcd:// parsing', async (t) => {
-  t.same(parseEtcdUrl('etcd://127.0.0.1:2379'), { endpoints: ['127.0.0.1:2379'], keyPrefix: '' });
-  t.same(parseEtcdUrl('etcd://a:1,b.example:2,[::1]:3/tenant-a/'), { endpoints: ['a:1', 'b.example:2', '[::1]:3'], keyPrefix: '/tenant-a' });
+  t.same(parseEtcdUrl('etcd://127.0.0.1:2379'), { endpoints: ['127.0.0.1:2379'], keyPrefix: '', tls: false });
+  t.same(parseEtcdUrl('etcd://a:1,b.example:2,[::1]:3/tenant-a/'), { endpoints: ['a:1', 'b.example:2', '[::1]:3'], keyPrefix: '/tenant-a', tls: false });
+  t.same(parseEtcdUrl('etcds://a:1,b:2'), { endpoints: ['a:1', 'b:2'], keyPrefix: '', tls: true });
   t.throws(() => parseEtcdUrl('etcd://'), { name: 'StoreError', message: /etcd:\/\/host:port/ });
   t.throws(() => parseEtcdUrl('etcd://host'), { name: 'StoreError', message: /"host" is not host:port/ });
   t.throws(() => parseEtcdUrl('etcd://h:99999'), { name: 'StoreError' });
-  await t.rejects(openStore('etcds://h:1'), { name: 'StoreError', message: /TLS/ });
+  // TLS settings are checked before anything connects (test/store/etcd-tls.test.ts has the real TLS etcd).
+  await t.rejects(openStore('etcd://h:1', { security: { ca: '/x/ca.pem' } }), { name: 'StoreError', message: /etcd ca needs a TLS store URL/ });
+  await t.rejects(openStore('etcds://h:1', { security: { cert: '/x/c.pem' } }), { name: 'StoreError', message: /etcd key is required with cert/ });
+  await t.rejects(openStore('etcds://h:1', { security: { username: 'u' } }), { name: 'StoreError', message: /etcd password is required with username/ });
+  await t.rejects(openStore('/tmp/x', { security: { username: 'u', password: { env: 'X' } } }), { name: 'StoreError', message: /the store is a directory/ });
 });
 
 t.test('unreachable etcd: clear errors naming the endpoints', async (t) => {

@@ -1,0 +1,98 @@
+// The daemon's Prometheus metrics. prom-client is loaded, and the registry built, on the first scrape: a daemon
+// nobody scrapes never pays its ~11 MB. Values are read from the parts at scrape time (collect), so nothing has to
+// keep counters in step.
+import type { PeerStatus } from '../bgp/speaker.ts';
+import type { Registry } from 'prom-client';
+
+export interface MetricsSource {
+  peers(): PeerStatus[];
+  ribSize(): number;
+  poolUsage(): Promise<Array<{ name: string; blocks: number; allocated: number; free: number; reserved: number }>>;
+  announced(): number;
+  dataplaneErrors(): number;
+  /** ms since the epoch, null: never. */
+  dataplaneLastSuccess(): number | null;
+  ready(): boolean;
+}
+
+const STATE_NUMBER: Record<string, number> = { Idle: 1, Connect: 2, Active: 3, OpenSent: 4, OpenConfirm: 5, Established: 6 };
+
+/** The registry with every blockspeaker metric. */
+export async function buildMetrics(src: MetricsSource): Promise<Registry> {
+  const { Counter, Gauge, Registry } = await import('prom-client');
+  const reg = new Registry();
+  const peers = () => src.peers();
+    // Values are read from the parts at scrape time (collect), so nothing has to keep counters in step.
+    new Gauge({ name: 'blockspeaker_bgp_peer_state', help: 'BGP FSM state per peer: 1 Idle, 2 Connect, 3 Active, 4 OpenSent, 5 OpenConfirm, 6 Established',
+      labelNames: ['peer', 'asn'], registers: [reg],
+      collect() {
+        this.reset();
+        for (const p of peers()) this.set({ peer: p.address, asn: String(p.asn) }, STATE_NUMBER[p.state] ?? 0);
+      } });
+    new Gauge({ name: 'blockspeaker_bgp_peer_up', help: '1 when the session is Established', labelNames: ['peer'], registers: [reg],
+      collect() {
+        this.reset();
+        for (const p of peers()) this.set({ peer: p.address }, p.state === 'Established' ? 1 : 0);
+      } });
+    new Gauge({ name: 'blockspeaker_bgp_prefixes', help: 'Prefixes per peer: received (Adj-RIB-In), accepted (after import policy), sent (Adj-RIB-Out)',
+      labelNames: ['peer', 'kind'], registers: [reg],
+      collect() {
+        this.reset();
+        for (const p of peers()) {
+          for (const k of ['received', 'accepted', 'sent'] as const) this.set({ peer: p.address, kind: k }, p.prefixes[k]);
+        }
+      } });
+    new Counter({ name: 'blockspeaker_bgp_updates_total', help: 'UPDATE messages per peer and direction (this process)',
+      labelNames: ['peer', 'direction'], registers: [reg],
+      collect() {
+        this.reset();
+        for (const p of peers()) {
+          this.inc({ peer: p.address, direction: 'in' }, p.messages.updatesReceived);
+          this.inc({ peer: p.address, direction: 'out' }, p.messages.updatesSent);
+        }
+      } });
+    new Gauge({ name: 'blockspeaker_rib_routes', help: 'Routes in the Loc-RIB', registers: [reg],
+      collect() {
+        this.set(src.ribSize());
+      } });
+    new Gauge({ name: 'blockspeaker_ipam_addresses', help: 'IPAM addresses per pool in existing blocks, by state (allocated, free, reserved)',
+      labelNames: ['pool', 'state'], registers: [reg],
+      async collect() {
+        this.reset();
+        for (const p of await src.poolUsage()) {
+          for (const k of ['allocated', 'free', 'reserved'] as const) this.set({ pool: p.name, state: k }, p[k]);
+        }
+      } });
+    new Gauge({ name: 'blockspeaker_ipam_blocks', help: 'IPAM blocks per pool', labelNames: ['pool'], registers: [reg],
+      async collect() {
+        this.reset();
+        for (const p of await src.poolUsage()) this.set({ pool: p.name }, p.blocks);
+      } });
+    new Gauge({ name: 'blockspeaker_announced_prefixes', help: 'Prefixes this node announces from IPAM (blocks and borrowed host routes)', registers: [reg],
+      collect() {
+        this.set(src.announced());
+      } });
+    new Counter({ name: 'blockspeaker_dataplane_errors_total', help: 'Failed route programming runs', registers: [reg],
+      collect() {
+        this.reset();
+        this.inc(src.dataplaneErrors());
+      } });
+    new Gauge({ name: 'blockspeaker_dataplane_last_success_timestamp_seconds', help: 'When route programming last succeeded (0: never)', registers: [reg],
+      collect() {
+        this.set((src.dataplaneLastSuccess() ?? 0) / 1000);
+      } });
+    new Gauge({ name: 'blockspeaker_ready', help: '1 when the store is open, the speaker started and the first reconcile done', registers: [reg],
+      collect() {
+        this.set(src.ready() ? 1 : 0);
+      } });
+  return reg;
+}
+
+/** A /metrics handler that builds the registry on its first call. */
+export function lazyMetrics(source: () => MetricsSource): () => Promise<{ body: string; contentType: string }> {
+  let reg: Promise<Registry> | undefined;
+  return async () => {
+    const r = await (reg ??= buildMetrics(source()));
+    return { body: await r.metrics(), contentType: r.contentType.split(';')[0] };
+  };
+}

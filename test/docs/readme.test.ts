@@ -1,0 +1,124 @@
+// README says what the code does: the config defaults table matches the validator (every row, and every default the
+// validator fills in has a row), and every YAML config shown in README validates.
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { parse as parseYaml } from 'yaml';
+import { parseConfig } from '../../src/config/config.ts';
+
+const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+
+// A config with every section and one peer and pool, giving only what has no default.
+const INPUT = {
+  node: {},
+  bgp: { asn: 65010, routerId: '10.0.0.2', peers: [{ address: '10.0.0.1', asn: 65001 }] },
+  ipam: { pools: [{ name: 'p', cidr: '10.244.0.0/16' }] },
+  dataplane: { kind: 'linux' },
+  status: {},
+  ipc: {},
+};
+const withDataplane = (dp: object) => parseConfig(JSON.stringify({ ...INPUT, dataplane: dp }), 'README defaults') as unknown;
+const linux = withDataplane({ kind: 'linux' });
+const hns = withDataplane({ kind: 'hns' });
+const none = withDataplane({});
+
+interface Row {
+  field: string;
+  qualifier: string | undefined;
+  cell: string;
+}
+
+function rows(): Row[] {
+  const m = /<!-- config-defaults[^>]*-->\n([\s\S]*?)<!-- \/config-defaults -->/.exec(readme);
+  if (!m) throw new Error('README has no <!-- config-defaults --> table');
+  return m[1].split('\n')
+    .filter((l) => l.startsWith('| `'))
+    .map((l) => {
+      const [, f, cell] = l.split('|').map((x) => x.trim());
+      const fm = /^`([^`]+)`(?: \((\w+)\))?$/.exec(f);
+      if (!fm) throw new Error(`README defaults: bad field cell ${JSON.stringify(f)}`);
+      return { field: fm[1], qualifier: fm[2], cell };
+    });
+}
+
+/** Value at a dotted path; "x[]" steps into the first element of a list. */
+function at(v: unknown, path: string): unknown {
+  let cur = v;
+  for (const part of path.split('.')) {
+    const list = part.endsWith('[]');
+    cur = (cur as Record<string, unknown> | undefined)?.[list ? part.slice(0, -2) : part];
+    if (list) cur = (cur as unknown[] | undefined)?.[0];
+  }
+  return cur;
+}
+
+/** Dotted paths of every leaf (lists of objects by their first element, other lists and {} as leaves). */
+function leaves(v: unknown, prefix = ''): string[] {
+  if (Array.isArray(v)) {
+    if (v.length && typeof v[0] === 'object' && v[0] !== null) return leaves(v[0], `${prefix}[]`);
+    return [prefix];
+  }
+  if (typeof v === 'object' && v !== null && Object.keys(v).length) {
+    return Object.entries(v).flatMap(([k, x]) => leaves(x, prefix ? `${prefix}.${k}` : k));
+  }
+  return [prefix];
+}
+
+t.test('README config defaults table matches the validator', async (t) => {
+  const table = rows();
+  t.ok(table.length >= 20, `the table has rows (${table.length})`);
+  const fields = new Set(table.map((r) => r.field));
+  for (const r of table) {
+    const cfg = r.qualifier === 'hns' ? hns : r.qualifier === 'linux' ? linux : r.field === 'dataplane.kind' ? none : linux;
+    const actual = at(cfg, r.field);
+    const code = [...r.cell.matchAll(/`([^`]+)`/g)].map((x) => x[1]);
+    if (r.field === 'node.name') {
+      t.equal(actual, hostname(), 'node.name: the host name');
+      continue;
+    }
+    if (r.field === 'bgp.peers[].families') {
+      t.same(actual, ['ipv4'], 'families: that of the (IPv4) peer address');
+      t.same(at(parseConfig(JSON.stringify({ ...INPUT, bgp: { ...INPUT.bgp, peers: [{ address: 'fd00::1', asn: 1 }] } })), r.field), ['ipv6'],
+        'families: that of the (IPv6) peer address');
+      continue;
+    }
+    t.ok(code.length, `${r.field}: the default is quoted in backticks`);
+    // A default named as another field ("`bgp.gracefulRestart`") is that field's value.
+    if (fields.has(code[0])) {
+      t.same(actual, at(cfg, code[0]), `${r.field} defaults to ${code[0]}`);
+      continue;
+    }
+    // The first quoted value; a value the cell marks "on Windows" is the alternative on that platform.
+    const accepted = [parseYaml(code[0])];
+    const win = /`([^`]+)` on Windows/.exec(r.cell);
+    if (win) accepted.push(parseYaml(win[1]));
+    if (r.field === 'ipam.pools[].blockSize') {
+      t.equal(at(parseConfig(JSON.stringify({ ...INPUT, ipam: { pools: [{ name: 'p6', cidr: 'fd00:10::/64' }] } })), r.field), parseYaml(code[1]),
+        'blockSize: the IPv6 default');
+    }
+    t.ok(accepted.some((x) => JSON.stringify(x) === JSON.stringify(actual)),
+      `${r.field}: README says ${accepted.map((x) => JSON.stringify(x)).join(' or ')}, the validator gives ${JSON.stringify(actual)}`);
+  }
+  // The other direction: every field the validator fills in is in the table (itself or a parent).
+  const given = new Set(leaves(INPUT));
+  const covered = (p: string) => p.split('.').some((_, i, a) => fields.has(a.slice(0, i + 1).join('.')));
+  for (const cfg of [linux, hns]) {
+    for (const p of leaves(cfg)) {
+      if (given.has(p)) continue;
+      t.ok(covered(p), `${p}: its default is in README's table`);
+    }
+  }
+});
+
+t.test('every config example in README validates', async (t) => {
+  const blocks = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]);
+  let n = 0;
+  for (const text of blocks) {
+    const doc = parseYaml(text) as Record<string, unknown> | null;
+    // Config examples start with the config's own sections; Kubernetes manifests (kind:) and others are not configs.
+    if (!doc || typeof doc !== 'object' || 'kind' in doc || !('node' in doc || 'bgp' in doc || 'ipam' in doc)) continue;
+    n++;
+    t.doesNotThrow(() => parseConfig(text, 'README'), `README example starting ${JSON.stringify(text.split('\n')[0])} validates`);
+  }
+  t.ok(n >= 2, `README has config examples (${n})`);
+});
