@@ -845,7 +845,8 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     const src = p.source;
     const fams = s.negotiated!.families;
     const v4 = fams.includes('ipv4');
-    const eor = endOfRib(m);
+    // RFC 7606 2: a treat-as-withdraw UPDATE is never End-of-RIB, whatever is left of it.
+    const eor = action === 'treat-as-withdraw' ? null : endOfRib(m);
     if (eor) {
       const f = familyOfAfi(eor.afi, eor.safi);
       if (f) this.onEndOfRib(p, f);
