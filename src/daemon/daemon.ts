@@ -31,6 +31,7 @@ import { HttpError, StatusServer } from '../status/http.ts';
 import { openStore } from '../store/open.ts';
 import type { Store } from '../store/types.ts';
 import { IpamAnnouncer } from './announcer.ts';
+import { registerBgpHardeningMetrics } from './bgp-metrics.ts';
 
 export interface DaemonOptions {
   /** The config file (re-read on reload). */
@@ -489,6 +490,7 @@ export class Daemon {
           this.inc({ peer: p.address, direction: 'out' }, p.messages.updatesSent);
         }
       } });
+    registerBgpHardeningMetrics(reg, peers);
     new Gauge({ name: 'blockspeaker_rib_routes', help: 'Routes in the Loc-RIB', registers: [reg],
       collect() {
         this.set(daemon.speaker?.rib.size ?? 0);
