@@ -6,19 +6,14 @@ import { Speaker, type Logger, type SpeakerPeerConfig } from '../../src/bgp/spea
 import { MaxPrefixGuard, maxPrefixData, normMaxPrefixes } from '../../src/bgp/maxprefix.ts';
 import { ConfigError, parseConfig } from '../../src/config/config.ts';
 import { parsePrefix } from '../../src/net/ip.ts';
-import { RawServer, defaultCaps, freePort, waitFor } from './raw-peer.ts';
+import { RawServer, defaultCaps, freePort, rawUpdate, waitFor } from './raw-peer.ts';
 
 let PORT = 0;
 t.before(async () => {
   PORT = await freePort();
 });
 
-function update(attrs: number[], nlri: number[], mpReach: number[] = []): Buffer {
-  const a = [...mpReach, ...attrs];
-  const body = [0, 0, a.length >> 8, a.length & 255, ...a, ...nlri];
-  const len = 19 + body.length;
-  return Buffer.from([...new Array(16).fill(0xff), len >> 8, len & 255, 2, ...body]);
-}
+const update = (attrs: number[], nlri: number[], mpReach: number[] = []): Buffer => rawUpdate([], [...mpReach, ...attrs], nlri);
 const ATTRS = [0x40, 1, 1, 0, 0x40, 2, 6, 2, 1, 0, 0, 0xfd, 0xea, 0x40, 3, 4, 127, 0, 0, 2];
 const v4 = (...thirds: number[]) => thirds.flatMap((c) => [24, 10, 5, c]);
 /** MP_REACH_NLRI IPv6 with next hop ::ffff:127.0.0.2 and /48s fd00:<n>::/48. */

@@ -5,7 +5,7 @@ import t from 'tap';
 import { Speaker, type SpeakerConfig, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
 import { Afi, DecodeScratch, Safi, decodeMessage, endOfRib, type Capability, type UpdateMessage } from '../../src/bgp/codec/index.ts';
 import { parsePrefix } from '../../src/net/ip.ts';
-import { RawServer, defaultCaps, freePort, waitFor, type RawPeer } from './raw-peer.ts';
+import { RawServer, defaultCaps, freePort, rawUpdate, waitFor, type RawPeer } from './raw-peer.ts';
 
 let PORT = 0;
 t.before(async () => {
@@ -34,11 +34,7 @@ async function setup(peerAsn: number, extra: Partial<SpeakerPeerConfig> = {}, cf
 
 // ---- raw UPDATE bytes ---------------------------------------------------------------------------------------------
 
-function update(withdrawn: number[], attrs: number[], nlri: number[]): Buffer {
-  const body = [withdrawn.length >> 8, withdrawn.length & 255, ...withdrawn, attrs.length >> 8, attrs.length & 255, ...attrs, ...nlri];
-  const len = 19 + body.length;
-  return Buffer.from([...new Array(16).fill(0xff), len >> 8, len & 255, 2, ...body]);
-}
+const update = rawUpdate;
 const asn4 = (a: number) => [(a >>> 24) & 255, (a >>> 16) & 255, (a >>> 8) & 255, a & 255];
 const ORIGIN_IGP = [0x40, 1, 1, 0];
 const ORIGIN_BAD = [0x40, 1, 1, 5]; // undefined ORIGIN value: treat-as-withdraw (RFC 7606 7.1)
