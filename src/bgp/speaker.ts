@@ -12,9 +12,11 @@ import type { PrefixList } from '../rib/prefixlist.ts';
 import { Rib, type ExportPolicy, type ExportUpdate, type ImportPolicy, type RibChangeBatch } from '../rib/rib.ts';
 import {
   CeaseSubcode, ErrorCode, encodeNotification, encodeUpdates, encodeWithdrawals, endOfRib, shutdownData,
-  type OpenMessage, type UpdateMessage,
+  type AttrProblem, type OpenMessage, type UpdateMessage,
 } from './codec/index.ts';
 import type { DownInfo } from './fsm.ts';
+import { MaxPrefixGuard, normMaxPrefixes, type MaxPrefixesConfig, type MaxPrefixLimits, type MaxPrefixStatus } from './maxprefix.ts';
+import { PeerErrors, type PeerErrorCounts } from './peer-errors.ts';
 import { compilePrefixList, sameRules, type PrefixFilter, type PrefixRule } from './policy.ts';
 import {
   Session, familyOfAfi, ipv4ToU32, silentLogger, u32ToIPv4, type AddressFamily, type NegotiatedCapabilities,
@@ -56,6 +58,8 @@ export interface SpeakerPeerConfig {
   import?: PrefixRule[];
   /** Export prefix list (what we send to the peer). Absent = export everything. */
   export?: PrefixRule[];
+  /** Maximum prefixes held from the peer, for each family or per family (src/bgp/maxprefix.ts). Absent = no limit. */
+  maxPrefixes?: MaxPrefixesConfig;
 
   // ---- tuning (not in the config file; defaults suit production) ----
   /** Source address of our connections. Default: the listen address when it is a specific one, else the OS's. */
@@ -160,6 +164,10 @@ export interface PeerStatus {
   flaps: number;
   /** Export work not yet on the wire: prefixes waiting to be encoded, octets in the socket's buffer. */
   sendQueue: { prefixes: number; bytes: number };
+  /** Max-prefix limits and the last time they closed the session; null when the peer has none. */
+  maxPrefixes: MaxPrefixStatus | null;
+  /** Errors since the speaker started, kept across sessions: kind -> detail -> count (src/bgp/peer-errors.ts). */
+  errorCounts: PeerErrorCounts;
 }
 
 export interface StopOptions {
@@ -211,6 +219,7 @@ interface NormPeer {
   delayOpen: number;
   nextHop: { ipv4?: string; ipv6?: string; ipv6LinkLocal?: string };
   nextHopSelf: boolean;
+  maxPrefixes: MaxPrefixLimits | null;
 }
 
 type QueueItem =
@@ -246,11 +255,14 @@ class PeerState {
   restarting: boolean;
   warnedNoNextHop = new Set<AddressFamily>();
   lastStatusKey = '';
+  maxPrefix: MaxPrefixGuard | null;
+  readonly errors = new PeerErrors();
 
   constructor(public cfg: NormPeer, restarting: boolean) {
     this.importFilter = compilePrefixList(cfg.importRules);
     this.exportFilter = compilePrefixList(cfg.exportRules);
     this.restarting = restarting;
+    this.maxPrefix = cfg.maxPrefixes ? new MaxPrefixGuard(cfg.maxPrefixes) : null;
   }
 
   get source(): string {
@@ -332,6 +344,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
         else s.abort();
       }
       this.clearGrTimer(p);
+      p.maxPrefix?.clear();
     }
     await Promise.all([...this.sessions].map((s) => s.whenClosed()));
     await serverClosed;
@@ -498,6 +511,8 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
         prefixes: p.queue.reduce((n, q) => n + (q.kind === 'eor' ? 0 : q.prefixes.length - q.pos), 0),
         bytes: p.established?.bufferedBytes ?? 0,
       },
+      maxPrefixes: p.maxPrefix?.status() ?? null,
+      errorCounts: p.errors.snapshot(),
     };
   }
 
@@ -526,6 +541,12 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     // Validate the lists now, so a bad config fails at construction, not at the first route.
     compilePrefixList(p.import);
     compilePrefixList(p.export);
+    let maxPrefixes: MaxPrefixLimits | null;
+    try {
+      maxPrefixes = normMaxPrefixes(p.maxPrefixes);
+    } catch (e) {
+      throw new Error(`peer ${address}: ${(e as Error).message}`);
+    }
     const listenAddr = cfg.listen && cfg.listen.address !== '0.0.0.0' && cfg.listen.address !== '::' ? cfg.listen.address : undefined;
     return {
       key: address,
@@ -546,6 +567,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       delayOpen: p.delayOpen ?? 0,
       nextHop: { ...p.nextHop },
       nextHopSelf: p.nextHopSelf === true,
+      maxPrefixes,
     };
   }
 
@@ -582,8 +604,14 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     s.onOpen = (sess, open) => this.collision(p, sess, open);
     s.on('state', (from, to) => this.onState(p, s, from, to));
     s.on('established', () => this.onEstablished(p, s));
-    s.on('down', (info) => this.onDown(p, s, info));
-    s.on('update', (m, action) => this.onUpdate(p, s, m, action));
+    s.on('down', (info) => {
+      if (info.notification) p.errors.addNotification(info.notification.direction, info.notification.code, info.notification.subcode);
+      this.onDown(p, s, info);
+    });
+    s.on('update', (m, action, problems: readonly AttrProblem[]) => {
+      if (action !== 'ok' && problems) p.errors.addProblems(problems);
+      this.onUpdate(p, s, m, action);
+    });
     s.on('routeRefresh', (family, subtype) => this.onRouteRefresh(p, s, family, subtype));
     return s;
   }
@@ -602,6 +630,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       this.forgetLater(s);
     }
     this.clearGrTimer(p);
+    p.maxPrefix?.clear();
     p.session = p.incoming = p.established = null;
     p.queue = [];
   }
@@ -785,6 +814,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       }
     }
     p.peerGr = neg.gracefulRestart;
+    p.maxPrefix?.reset();
     this.rib.clearAdjRibOut(p.source);
     this.exportAllTo(p);
     for (const f of neg.families) p.queue.push({ kind: 'eor', family: f });
@@ -845,7 +875,8 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     const src = p.source;
     const fams = s.negotiated!.families;
     const v4 = fams.includes('ipv4');
-    const eor = endOfRib(m);
+    // RFC 7606 2: a treat-as-withdraw UPDATE is never End-of-RIB, whatever is left of it.
+    const eor = action === 'treat-as-withdraw' ? null : endOfRib(m);
     if (eor) {
       const f = familyOfAfi(eor.afi, eor.safi);
       if (f) this.onEndOfRib(p, f);
@@ -870,8 +901,27 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
         const a = m.nlri.count > 0 ? withAttrs(attrs, { nextHop: mp.nextHop, nextHopLinkLocal: mp.nextHopLinkLocal }) : attrs;
         rib.updateList(src, mp.nlri, a, loop ? null : a, accept);
       }
+      if (p.maxPrefix) this.checkMaxPrefix(p, s);
     }
     this.scheduleFlush();
+  }
+
+  /** Close the session when the peer holds more prefixes than allowed (RFC 4486 Cease 1); restart it later. */
+  private checkMaxPrefix(p: PeerState, s: Session): void {
+    const over = p.maxPrefix!.check(this.rib.receivedByFamily(p.source), s.negotiated!.families, (msg) => this.log.warn(`peer ${p.cfg.address}: ${msg}`));
+    if (!over) return;
+    p.errors.add('max-prefix', over.family);
+    const restart = p.maxPrefix!.limits.restart;
+    this.log.error(`peer ${p.cfg.address}: ${over.count} ${over.family} prefixes exceed the limit ${over.limit}: closing the session` +
+      (restart > 0 ? `, restart in ${restart}s` : ', restart on reconfiguration'));
+    s.stop(over.notification);
+    p.maxPrefix!.tripped(over, this.now(), () => {
+      if (!this.running || this.peerMap.get(p.cfg.key) !== p) return;
+      this.log.info(`peer ${p.cfg.address}: max-prefix restart time passed: starting the session again`);
+      for (const old of [p.session, p.incoming]) if (old) this.forgetLater(old);
+      p.session = p.incoming = null;
+      this.startPeer(p);
+    });
   }
 
   private withdrawList(src: string, list: PrefixList): void {

@@ -7,6 +7,7 @@ import { hostPlatform, type Platform } from '../platform/platform.ts';
 import { posix, win32 } from 'node:path';
 import { checkEtcdSecurity, isEtcdUrl, type EtcdSecurity, type SecretSource } from '../store/etcd-auth.ts';
 import { Checker, isPlainObject, show, type ConfigIssue, type Path } from './check.ts';
+import { HARDENING_PEER_FIELDS, maxPrefixes } from './peer-hardening.ts';
 import type {
   AddressFamily, BgpConfig, Config, DataplaneConfig, IpamConfig, IpcConfig, ListenAddress, NodeConfig, PeerConfig,
   PeerGracefulRestart, PoolConfig, PrefixRule, ReservationConfig, StatusConfig,
@@ -217,7 +218,7 @@ function prefixRule(c: Checker, path: Path, v: unknown): PrefixRule | undefined 
   return r;
 }
 
-const PEER_FIELDS = ['address', 'asn', 'port', 'families', 'holdTime', 'passive', 'gracefulRestart', 'import', 'export'] as const;
+const PEER_FIELDS = ['address', 'asn', 'port', 'families', 'holdTime', 'passive', 'gracefulRestart', 'import', 'export', ...HARDENING_PEER_FIELDS] as const;
 
 function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart | false): PeerConfig | undefined {
   const o = c.object(path, v, PEER_FIELDS, ['address', 'asn']);
@@ -251,6 +252,11 @@ function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart 
   const p: PeerConfig = { address, asn: peerAs, port, families, holdTime, passive, gracefulRestart };
   if (imp) p.import = imp;
   if (exp) p.export = exp;
+  if (o.maxPrefixes !== undefined) {
+    const mp = maxPrefixes(c, [...path, 'maxPrefixes'], o.maxPrefixes);
+    if (mp === undefined) return undefined;
+    p.maxPrefixes = mp;
+  }
   return p;
 }
 

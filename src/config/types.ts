@@ -60,7 +60,12 @@ export interface PeerConfig {
   import?: PrefixRule[];
   /** Absent = export everything. */
   export?: PrefixRule[];
+  /** Max-prefix limit, one number for each family or per family; absent = none (src/bgp/maxprefix.ts). */
+  maxPrefixes?: MaxPrefixesConfig;
 }
+
+/** peers[].maxPrefixes as written: restart in seconds (0 = only on reconfiguration), warningPercent 1..100. */
+export type MaxPrefixesConfig = number | { ipv4?: number; ipv6?: number; warningPercent?: number; restart?: number };
 
 export interface BgpConfig {
   asn: number;

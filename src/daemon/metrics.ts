@@ -3,6 +3,7 @@
 // keep counters in step.
 import type { PeerStatus } from '../bgp/speaker.ts';
 import type { Registry } from 'prom-client';
+import { registerBgpHardeningMetrics } from './bgp-metrics.ts';
 
 export interface MetricsSource {
   peers(): PeerStatus[];
@@ -19,7 +20,8 @@ const STATE_NUMBER: Record<string, number> = { Idle: 1, Connect: 2, Active: 3, O
 
 /** The registry with every blockspeaker metric. */
 export async function buildMetrics(src: MetricsSource): Promise<Registry> {
-  const { Counter, Gauge, Registry } = await import('prom-client');
+  const prom = await import('prom-client');
+  const { Counter, Gauge, Registry } = prom;
   const reg = new Registry();
   const peers = () => src.peers();
     // Values are read from the parts at scrape time (collect), so nothing has to keep counters in step.
@@ -51,6 +53,7 @@ export async function buildMetrics(src: MetricsSource): Promise<Registry> {
           this.inc({ peer: p.address, direction: 'out' }, p.messages.updatesSent);
         }
       } });
+    registerBgpHardeningMetrics(prom, reg, peers);
     new Gauge({ name: 'blockspeaker_rib_routes', help: 'Routes in the Loc-RIB', registers: [reg],
       collect() {
         this.set(src.ribSize());

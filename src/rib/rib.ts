@@ -380,6 +380,8 @@ interface SourceState {
   peer: PeerInfo;
   policy: ImportPolicy | undefined;
   counts: SourceCounts;
+  /** Of counts.received, the IPv6 routes (max-prefix limits are per family). */
+  received6: number;
 }
 
 // ---- the RIB ------------------------------------------------------------------------------------------------
@@ -464,7 +466,7 @@ export class Rib {
       if (this.sources.length >= MAX_SOURCES) throw new Error(`too many sources (max ${MAX_SOURCES})`);
       idx = this.sources.length;
     }
-    this.sources[idx] = { name, peer, policy: opts.importPolicy, counts: { received: 0, accepted: 0, best: 0, stale: 0 } };
+    this.sources[idx] = { name, peer, policy: opts.importPolicy, counts: { received: 0, accepted: 0, best: 0, stale: 0 }, received6: 0 };
     this.sourceIdx.set(name, idx);
   }
 
@@ -498,6 +500,12 @@ export class Rib {
 
   counts(name: string): SourceCounts {
     return { ...this.src(name).counts };
+  }
+
+  /** Routes held from the source (Adj-RIB-In) per family. */
+  receivedByFamily(name: string): { ipv4: number; ipv6: number } {
+    const st = this.src(name);
+    return { ipv4: st.counts.received - st.received6, ipv6: st.received6 };
   }
 
   private srcIndex(name: string): number {
@@ -582,6 +590,7 @@ export class Rib {
       E.setRaw(e, rawId);
       E.setEff(e, effId);
       st.counts.received++;
+      st.received6 += fi;
       if (effId !== NONE) {
         E.setFlags(e, BEST | MULTI);
         st.counts.accepted++;
@@ -613,6 +622,7 @@ export class Rib {
         E.setNext(h, e);
       }
       st.counts.received++;
+      st.received6 += fi;
     } else {
       this.interner.releaseId(E.raw(e));
       if (E.eff(e) !== NONE) {
@@ -742,8 +752,10 @@ export class Rib {
       while (E.next(p) !== e) p = E.next(p);
       E.setNext(p, E.next(e));
     }
-    const c = this.sources[E.src(e)]!.counts;
+    const st = this.sources[E.src(e)]!;
+    const c = st.counts;
     c.received--;
+    if (t === this.tables[1]) st.received6--;
     if (E.eff(e) !== NONE) {
       c.accepted--;
       this.interner.releaseId(E.eff(e));

@@ -204,3 +204,10 @@ export async function waitFor<T>(fn: () => T | undefined | null | false, what: s
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** An UPDATE from raw fields (withdrawn routes, path attributes, NLRI as bytes), lengths filled in. */
+export function rawUpdate(withdrawn: number[], attrs: number[], nlri: number[]): Buffer {
+  const body = [withdrawn.length >> 8, withdrawn.length & 255, ...withdrawn, attrs.length >> 8, attrs.length & 255, ...attrs, ...nlri];
+  const len = 19 + body.length;
+  return Buffer.from([...new Array(16).fill(0xff), len >> 8, len & 255, 2, ...body]);
+}

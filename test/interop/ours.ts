@@ -29,6 +29,7 @@ export interface OurPeer {
   gracefulRestart?: boolean | { restartTime: number };
   import?: { prefix: string; ge?: number; le?: number; action?: 'accept' | 'reject' }[];
   export?: { prefix: string; ge?: number; le?: number; action?: 'accept' | 'reject' }[];
+  maxPrefixes?: number | { ipv4?: number; ipv6?: number; warningPercent?: number; restart?: number };
 }
 
 export interface OurConfig {

@@ -545,6 +545,7 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
     decodeAttr(st, flags, type, vs, ve);
   }
   if (overrun !== null) {
+    st.otherAttrs++; // whatever it was, it is an attribute: this UPDATE is not End-of-RIB
     // Treat-as-withdraw needs the NLRI (RFC 7606 3 j). When nothing was found before the bad attribute and the
     // classic fields are empty, the UPDATE almost surely carried an MP_REACH/MP_UNREACH we cannot locate: reset.
     if (st.mpReach === null && st.mpUnreach === null && withdrawn.count === 0 && nlri.count === 0) {
@@ -592,7 +593,7 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
     }
     attrs = adoptAttrs(init, st.asPathFacts);
   }
-  const message: UpdateMessage = { type: 'update', withdrawn, attrs, nlri, mpReach: st.mpReach, mpUnreach: st.mpUnreach };
+  const message: UpdateMessage = { type: 'update', withdrawn, attrs, nlri, mpReach: st.mpReach, mpUnreach: st.mpUnreach, wireAttrs: st.otherAttrs };
   if (st.withdraw) return { action: 'treat-as-withdraw', message, problems: st.problems ?? [] };
   if (st.problems !== null) return { action: 'attribute-discard', message, problems: st.problems };
   return { action: 'ok', message };
@@ -651,6 +652,7 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
           if (err) return st.problem(type, 'withdraw', `malformed AS_PATH: ${err}`, ErrorCode.UPDATE, UpdateSubcode.MALFORMED_AS_PATH);
           k = cache.add(buf, vs, ve, h, normaliseAsPath(segs, true));
         }
+        if (opts.external && hasConfed(cache.path(k))) return confedFromExternal(st);
         st.asPath = cache.path(k);
         st.asPathFacts = cache.factsOf(k);
         return;
@@ -658,6 +660,7 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
       const segs: AsPathSegment[] = [];
       const err = parseAsPath(buf, vs, ve, four ? 4 : 2, segs);
       if (err) return st.problem(type, 'withdraw', `malformed AS_PATH: ${err}`, ErrorCode.UPDATE, UpdateSubcode.MALFORMED_AS_PATH);
+      if (opts.external && hasConfed(segs)) return confedFromExternal(st);
       // A 2-octet session's path may still be rebuilt from AS4_PATH: normalised after that.
       st.asPath = four ? normaliseAsPath(segs, true) : segs;
       return;
@@ -751,6 +754,14 @@ function decodeAttr(st: UpdateParse, flags: number, type: number, vs: number, ve
       return;
     }
   }
+}
+
+/**
+ * RFC 5065 5 and RFC 7606 7.2: AS_CONFED_SEQUENCE/AS_CONFED_SET in an AS_PATH from a peer outside the
+ * confederation make the AS_PATH malformed: treat-as-withdraw.
+ */
+function confedFromExternal(st: UpdateParse): void {
+  st.problem(AttrType.AS_PATH, 'withdraw', 'AS_PATH from an external peer carries confederation segments', ErrorCode.UPDATE, UpdateSubcode.MALFORMED_AS_PATH);
 }
 
 function hasConfed(segs: readonly AsPathSegment[]): boolean {

@@ -181,6 +181,11 @@ export interface UpdateMessage {
   readonly nlri: PrefixList;
   readonly mpReach: MpReach | null;
   readonly mpUnreach: MpUnreach | null;
+  /**
+   * Path attributes on the wire other than MP_REACH/MP_UNREACH, valid or not (set by the decoder). attrs is null
+   * both for none and under treat-as-withdraw: this tells the two apart for End-of-RIB (RFC 4724 2).
+   */
+  readonly wireAttrs?: number;
 }
 
 export interface NotificationMessage {
@@ -236,9 +241,14 @@ export function negotiatedOptions(local: OpenMessage, remote: OpenMessage): Requ
   };
 }
 
-/** End-of-RIB (RFC 4724 2): IPv4 unicast is an empty UPDATE; others are an UPDATE with only an empty MP_UNREACH. */
+/**
+ * End-of-RIB (RFC 4724 2): IPv4 unicast is an UPDATE with no withdrawn routes and no path attributes; others are
+ * an UPDATE whose only attribute is an empty MP_UNREACH_NLRI. An UPDATE with any other attribute, even a malformed
+ * one that made it treat-as-withdraw (attrs null), is never End-of-RIB (RFC 7606 2).
+ */
 export function endOfRib(u: UpdateMessage): { afi: number; safi: number } | null {
   if (u.withdrawn.count !== 0 || u.nlri.count !== 0 || u.mpReach !== null) return null;
+  if ((u.wireAttrs ?? 0) !== 0) return null;
   if (u.mpUnreach === null) return u.attrs === null ? { afi: Afi.IPV4, safi: Safi.UNICAST } : null;
   if (u.attrs !== null || u.mpUnreach.withdrawn.count !== 0 || (u.mpUnreach.raw?.length ?? 0) !== 0) return null;
   return { afi: u.mpUnreach.afi, safi: u.mpUnreach.safi };
