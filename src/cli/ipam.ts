@@ -1,11 +1,15 @@
 // `blockspeaker ipam --store DIR <command>`: drive IPAM directly against a store. JSON on stdout.
 import { Ipam } from '../ipam/ipam.ts';
+import { layoutByName } from '../ipam/layouts.ts';
 import type { Host, PoolSpec, ReservationPolicy, Use } from '../ipam/types.ts';
 import { migrateStore } from '../store/migrate.ts';
 import { openStore } from '../store/open.ts';
 import { boolOption, CliError, intOption, parse, printJson, required } from './args.ts';
 
-const HELP = `usage: blockspeaker ipam --store DIR|etcd://HOST:PORT[,HOST:PORT...] <command> [options]
+const HELP = `usage: blockspeaker ipam --store DIR|etcd://HOST:PORT[,HOST:PORT...] [--layout blockspeaker|calico] <command> [options]
+
+  --layout calico (or --store calico+etcd://...): read and write Calico's own IPAM v2 keys and JSON in that etcd,
+  the ones calico-node and calicoctl use (pools are IPPool resources there).
 
 commands:
   pool add --name N --cidr C [--block-size S] [--node-selector EXPR] [--disabled] [--allowed-uses Workload,Tunnel]
@@ -176,11 +180,14 @@ export async function run(argv: string[]): Promise<number> {
   if (argv.some((a) => a === '--daemon' || a === '--socket' || a.startsWith('--socket='))) return (await import('./show.ts')).ipamViaDaemon(argv);
   // Global options come before the command words: --store DIR (or BLOCKSPEAKER_STORE), --json (the default).
   let store = process.env.BLOCKSPEAKER_STORE;
+  let layout: string | undefined;
   const rest: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--store') store = argv[++i];
     else if (a.startsWith('--store=')) store = a.slice(8);
+    else if (a === '--layout') layout = argv[++i];
+    else if (a.startsWith('--layout=')) layout = a.slice(9);
     else if (a === '--json') continue;
     else if (a === '--help' || a === '-h') {
       process.stdout.write(HELP);
@@ -191,8 +198,11 @@ export async function run(argv: string[]): Promise<number> {
   while (rest.length && !rest[0].startsWith('-')) words.push(rest.shift()!);
   if (words.length === 0) throw new CliError('ipam: a command is required (see blockspeaker ipam --help)');
   if (!store) throw new CliError('ipam: --store DIR is required (or set BLOCKSPEAKER_STORE)');
+  // calico+etcd://... is the calico layout on that etcd.
+  if (store.startsWith('calico+')) [store, layout] = [store.slice(7), layout ?? 'calico'];
+  if (layout !== undefined && layout !== 'blockspeaker' && layout !== 'calico') throw new CliError(`--layout must be blockspeaker or calico, got "${layout}"`);
   if (words.join(' ') === 'migrate') return migrate(store, rest);
-  const ipam = new Ipam(await openStore(store));
+  const ipam = new Ipam(await openStore(store), { layout: layoutByName(layout) });
   try {
     await dispatch(ipam, words, rest);
   } finally {

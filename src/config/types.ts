@@ -102,6 +102,8 @@ export interface IpamConfig {
   pools: PoolConfig[];
   /** Calico v3 manifest files (IPPool, BGPPeer, BGPConfiguration, IPAMConfiguration) merged in by the daemon. */
   calico: string[];
+  /** blockspeaker (own keys) or calico (Calico's IPAM v2 keys and JSON in etcd, shared with calico-node). */
+  layout: 'blockspeaker' | 'calico';
 }
 
 export type DataplaneConfig =

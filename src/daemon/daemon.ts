@@ -29,6 +29,8 @@ import { formatIP, formatPrefix, maxLen, parseIP, parsePrefix, type IP, type Pre
 import type { Rib } from '../rib/rib.ts';
 import { HttpError, StatusServer } from '../status/http.ts';
 import { openStore } from '../store/open.ts';
+import { layoutByName } from '../ipam/layouts.ts';
+import { startCalicoLayout } from '../ipam/calico/start.ts';
 import type { Store } from '../store/types.ts';
 import { IpamAnnouncer } from './announcer.ts';
 
@@ -210,12 +212,15 @@ export class Daemon {
     const ic = this.cfg.ipam!;
     this.store = await openStore(ic.store);
     this.log.info({ store: ic.store }, 'store open');
-    const ipam = new Ipam(this.store);
+    const ipam = new Ipam(this.store, { layout: layoutByName(ic.layout), warn: (m) => this.warn(m) });
     await ipam.setHost({ name: this.cfg.node.name, os: this.cfg.node.os, labels: this.cfg.node.labels });
-    await ipam.setConfig({
-      strictAffinity: ic.strictAffinity, maxBlocksPerHost: ic.maxBlocksPerHost, autoAllocateBlocks: ic.autoAllocateBlocks,
-      ipCooldownSeconds: ic.ipCooldownSeconds,
-    });
+    if (ic.layout === 'calico') await startCalicoLayout(ipam, this.cfg.node, ic);
+    else {
+      await ipam.setConfig({
+        strictAffinity: ic.strictAffinity, maxBlocksPerHost: ic.maxBlocksPerHost, autoAllocateBlocks: ic.autoAllocateBlocks,
+        ipCooldownSeconds: ic.ipCooldownSeconds,
+      });
+    }
     await this.ensurePools(ipam, ic.pools);
     this.ipam = ipam;
   }

@@ -279,6 +279,11 @@ function encodeAttribute(a: CalicoAttribute): JsonObject {
   ]);
 }
 
+/** An attribute's JSON text (equal texts are the same attribute to Calico's findOrAddAttribute). */
+export function attributeJson(a: CalicoAttribute): string {
+  return stringifyJson(encodeAttribute(a));
+}
+
 export function encodeBlock(b: CalicoBlock): string {
   const sfa = b.sequenceNumberForAllocation;
   return stringifyJson(
