@@ -1,6 +1,7 @@
 // `blockspeaker ipam --store DIR <command>`: drive IPAM directly against a store. JSON on stdout.
 import { Ipam } from '../ipam/ipam.ts';
 import { layoutByName } from '../ipam/layouts.ts';
+import { checkCalico } from '../ipam/calico/check.ts';
 import type { Host, PoolSpec, ReservationPolicy, Use } from '../ipam/types.ts';
 import { migrateStore } from '../store/migrate.ts';
 import { openStore } from '../store/open.ts';
@@ -25,6 +26,9 @@ commands:
   release-affinity --host H --cidr C [--require-empty]
   blocks [--host H]
   routes --host H
+  check                                       (calico layout) report what calicoctl ipam check reports: leaked
+                                              addresses/handles, gone nodes, an address in two blocks, lists that
+                                              disagree; exit 1 when there are problems (notes do not count)
   (--daemon [--socket PATH]: assign/release through the running daemon instead; see blockspeaker ipam --daemon --help)
   migrate --to etcd://HOST:PORT[,...] [--force]   copy every key of --store into another store (stop writers first);
                                                   refuses a target that already has IPAM keys unless --force
@@ -58,7 +62,7 @@ function parseLabels(list: string[] | undefined): Record<string, string> {
   return labels;
 }
 
-async function dispatch(ipam: Ipam, words: string[], argv: string[]): Promise<void> {
+async function dispatch(ipam: Ipam, words: string[], argv: string[]): Promise<number | void> {
   const cmd = words.join(' ');
   switch (cmd) {
     case 'pool add': {
@@ -170,6 +174,13 @@ async function dispatch(ipam: Ipam, words: string[], argv: string[]): Promise<vo
       printJson(await ipam.routes(required(cmd, v, 'host')));
       return;
     }
+    case 'check': {
+      parse(cmd, argv, {});
+      if (ipam.ds.layout.name !== 'calico') throw new CliError('ipam check verifies a Calico-layout datastore: use --layout calico (or --store calico+etcd://...)');
+      const report = await checkCalico(ipam.store);
+      printJson(report);
+      return report.problems.length ? 1 : 0;
+    }
     default:
       throw new CliError(`ipam: unknown command "${cmd}" (see blockspeaker ipam --help)`);
   }
@@ -204,11 +215,10 @@ export async function run(argv: string[]): Promise<number> {
   if (words.join(' ') === 'migrate') return migrate(store, rest);
   const ipam = new Ipam(await openStore(store), { layout: layoutByName(layout) });
   try {
-    await dispatch(ipam, words, rest);
+    return (await dispatch(ipam, words, rest)) ?? 0;
   } finally {
     await ipam.store.close();
   }
-  return 0;
 }
 
 async function migrate(fromSpec: string, argv: string[]): Promise<number> {
