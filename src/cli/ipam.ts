@@ -2,6 +2,7 @@
 import { Ipam } from '../ipam/ipam.ts';
 import { layoutByName } from '../ipam/layouts.ts';
 import { checkCalico } from '../ipam/calico/check.ts';
+import { migrateLayout } from '../ipam/migrate-layout.ts';
 import type { Host, PoolSpec, ReservationPolicy, Use } from '../ipam/types.ts';
 import { migrateStore } from '../store/migrate.ts';
 import { openStore } from '../store/open.ts';
@@ -32,6 +33,9 @@ commands:
   (--daemon [--socket PATH]: assign/release through the running daemon instead; see blockspeaker ipam --daemon --help)
   migrate --to etcd://HOST:PORT[,...] [--force]   copy every key of --store into another store (stop writers first);
                                                   refuses a target that already has IPAM keys unless --force
+  migrate --to calico+etcd://HOST:PORT [--to-layout L]   move IPAM into another layout (here: Calico's keys and
+                                                  JSON; back with --layout calico ... --to DIR|etcd://...): records
+                                                  are re-encoded, only created, and verified address by address
 `;
 
 export function parseReservation(text: string | undefined): ReservationPolicy | undefined {
@@ -212,7 +216,7 @@ export async function run(argv: string[]): Promise<number> {
   // calico+etcd://... is the calico layout on that etcd.
   if (store.startsWith('calico+')) [store, layout] = [store.slice(7), layout ?? 'calico'];
   if (layout !== undefined && layout !== 'blockspeaker' && layout !== 'calico') throw new CliError(`--layout must be blockspeaker or calico, got "${layout}"`);
-  if (words.join(' ') === 'migrate') return migrate(store, rest);
+  if (words.join(' ') === 'migrate') return migrate(store, rest, layout ?? 'blockspeaker');
   const ipam = new Ipam(await openStore(store), { layout: layoutByName(layout) });
   try {
     return (await dispatch(ipam, words, rest)) ?? 0;
@@ -221,17 +225,25 @@ export async function run(argv: string[]): Promise<number> {
   }
 }
 
-async function migrate(fromSpec: string, argv: string[]): Promise<number> {
-  const { values: v } = parse('migrate', argv, { to: { type: 'string' }, force: { type: 'boolean' } });
-  const toSpec = required('migrate', v, 'to');
-  if (toSpec === fromSpec) throw new CliError('migrate: --to is the same store as --store');
+async function migrate(fromSpec: string, argv: string[], fromLayout: string): Promise<number> {
+  const { values: v } = parse('migrate', argv, { to: { type: 'string' }, force: { type: 'boolean' }, 'to-layout': { type: 'string' } });
+  let toSpec = required('migrate', v, 'to');
+  let toLayout = v['to-layout'];
+  if (toSpec.startsWith('calico+')) [toSpec, toLayout] = [toSpec.slice(7), toLayout ?? 'calico'];
+  toLayout ??= fromLayout;
+  if (toSpec === fromSpec && toLayout === fromLayout) throw new CliError('migrate: --to is the same store as --store');
+  if (toLayout !== fromLayout && v.force) throw new CliError('migrate: --force is not offered between layouts (the target must not hold any of the keys written)');
   const from = await openStore(fromSpec);
   try {
-    const to = await openStore(toSpec);
+    const to = toSpec === fromSpec ? from : await openStore(toSpec);
     try {
+      if (toLayout !== fromLayout) {
+        printJson(await migrateLayout({ store: from, layout: layoutByName(fromLayout) }, { store: to, layout: layoutByName(toLayout) }));
+        return 0;
+      }
       printJson(await migrateStore(from, to, { force: v.force ?? false }));
     } finally {
-      await to.close();
+      if (to !== from) await to.close();
     }
   } finally {
     await from.close();
