@@ -31,6 +31,7 @@ import { HttpError, StatusServer } from '../status/http.ts';
 import { openStore } from '../store/open.ts';
 import { layoutByName } from '../ipam/layouts.ts';
 import { startCalicoLayout } from '../ipam/calico/start.ts';
+import { ipamConfigStatus } from '../ipam/calico/ipamconfig.ts';
 import type { Store } from '../store/types.ts';
 import { IpamAnnouncer } from './announcer.ts';
 
@@ -160,6 +161,7 @@ export class Daemon {
     });
     this.status.route('/ipam/pools', async () => ({ body: await this.poolUsage() }));
     this.status.route('/ipam/blocks', async (url) => ({ body: await this.blockUsage(url.searchParams.get('host') ?? undefined) }));
+    this.status.route('/ipam/config', async () => ({ body: this.ipam ? await ipamConfigStatus(this.ipam.store, this.ipam.ds.layout) : null }));
     this.status.route('/dataplane', () => ({ body: this.dataplaneStatus() }));
     this.status.route('/readyz', () => {
       const r = this.ready();
