@@ -32,6 +32,8 @@ import { openStore } from '../store/open.ts';
 import { layoutByName } from '../ipam/layouts.ts';
 import { startCalicoLayout } from '../ipam/calico/start.ts';
 import { ipamConfigStatus } from '../ipam/calico/ipamconfig.ts';
+import { NODE_GONE_GRACE_MS, NodeCleanup } from '../ipam/calico/node-cleanup.ts';
+import { resourceKeys } from '../ipam/calico/resources.ts';
 import type { Store } from '../store/types.ts';
 import { IpamAnnouncer } from './announcer.ts';
 
@@ -125,6 +127,8 @@ export class Daemon {
   speaker: Speaker | null = null;
   store: Store | null = null;
   ipam: Ipam | null = null;
+  /** Calico layout: releases deleted Nodes' affinities, and their addresses after a grace period. */
+  private nodeCleanup: NodeCleanup | undefined;
   announcer: IpamAnnouncer | null = null;
   readonly status: StatusServer;
   readonly metrics = new Registry();
@@ -225,6 +229,10 @@ export class Daemon {
     }
     await this.ensurePools(ipam, ic.pools);
     this.ipam = ipam;
+    if (ic.layout === 'calico') {
+      this.nodeCleanup = new NodeCleanup(ipam, { graceMs: NODE_GONE_GRACE_MS, log: (m) => this.log.info(m) });
+      this.nodeCleanup.start(resourceKeys.nodes, 60_000);
+    }
   }
 
   /** Add the config's pools the store lacks; a pool the store has with other settings is the store's (a warning). */
@@ -618,6 +626,7 @@ export class Daemon {
       step('control socket', () => this.ipc?.close()),
     ]);
     this.announcer?.stop();
+    await step('node cleanup', () => this.nodeCleanup?.stop());
     this.unfollow?.();
     await step('dataplane', async () => {
       await this.linux?.reconciler.stop();

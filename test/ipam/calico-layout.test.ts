@@ -5,6 +5,8 @@ import { Ipam } from '../../src/ipam/ipam.ts';
 import { calicoLayout } from '../../src/ipam/calico/layout.ts';
 import { calicoKeys, decodeBlock, decodeHandle, encodeBlock } from '../../src/ipam/calico/model.ts';
 import { startCalicoLayout } from '../../src/ipam/calico/start.ts';
+import { NodeCleanup } from '../../src/ipam/calico/node-cleanup.ts';
+import { checkCalico } from '../../src/ipam/calico/check.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { checkInvariants } from './invariants.ts';
 import { calicoCluster, ipamConfig, linuxBlockA, linuxBlockB, SEQ_W, windowsBlock } from './calico-fixtures.ts';
@@ -125,4 +127,29 @@ t.test('the config in force is Calico\'s: no key means Calico\'s defaults, an ex
   await ipam.setConfig({ maxBlocksPerHost: 3 });
   t.equal((await store.get(calicoKeys.config))!.value, '{"strict_affinity":true,"maxBlocksPerHost":3,"kubeVirtVMAddressPersistence":"Enabled","x":1}');
   t.equal(ipamConfig(true).key, calicoKeys.config);
+});
+
+t.test('a deleted Node: affinities released at once, its addresses after the grace period', async (t) => {
+  const { store, ipam } = await cluster(true);
+  let clock = NOW;
+  const logs: string[] = [];
+  const gc = new NodeCleanup(ipam, { graceMs: 600_000, now: () => clock, log: (m) => logs.push(m) });
+  t.same(await gc.sweep(), { affinitiesReleased: [], handlesReleased: [], addressesReleased: [] }, 'nothing to do while every node exists');
+  await store.delete('/calico/resources/v3/projectcalico.org/nodes/linux-b');
+  const first = await gc.sweep();
+  t.same(first.affinitiesReleased, ['linux-b 10.244.0.64/26']);
+  t.same(first.addressesReleased, [], 'addresses kept during the grace period');
+  t.equal(await store.get(calicoKeys.affinity('linux-b', '10.244.0.64/26')), undefined);
+  const b = decodeBlock(linuxBlockB().key, (await store.get(linuxBlockB().key))!.value);
+  t.equal(b.affinity, null, 'the block still holding an address is left non-affine');
+  clock += 599_000;
+  t.same((await gc.sweep()).addressesReleased, []);
+  clock += 2_000;
+  const last = await gc.sweep();
+  t.same([last.handlesReleased, last.addressesReleased], [['k8s-pod-network.ccc333'], ['10.244.0.64']]);
+  t.equal(await store.get(linuxBlockB().key), undefined, 'the empty non-affine block is deleted');
+  t.equal(await store.get(calicoKeys.handle('k8s-pod-network.ccc333')), undefined);
+  t.same((await checkCalico(store)).problems, [], 'ipam check is clean afterwards');
+  t.ok(logs.some((l) => l.includes('node linux-b is gone: released its affinity to 10.244.0.64/26')));
+  t.equal((await store.list(calicoKeys.blocks)).length, 2, 'other nodes untouched');
 });
