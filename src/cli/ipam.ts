@@ -1,12 +1,18 @@
 // `blockspeaker ipam --store DIR <command>`: drive IPAM directly against a store. JSON on stdout.
 import { Ipam } from '../ipam/ipam.ts';
+import { layoutByName } from '../ipam/layouts.ts';
+import { checkCalico } from '../ipam/calico/check.ts';
+import { migrateLayout } from '../ipam/migrate-layout.ts';
 import type { Host, PoolSpec, ReservationPolicy, Use } from '../ipam/types.ts';
 import { migrateStore } from '../store/migrate.ts';
 import type { EtcdSecurity } from '../store/etcd-auth.ts';
 import { isEtcdUrl, openStore } from '../store/open.ts';
 import { boolOption, CliError, intOption, parse, printJson, required } from './args.ts';
 
-const HELP = `usage: blockspeaker ipam --store DIR|etcd://HOST:PORT[,HOST:PORT...] <command> [options]
+const HELP = `usage: blockspeaker ipam --store DIR|etcd://HOST:PORT[,HOST:PORT...] [--layout blockspeaker|calico] <command> [options]
+
+  --layout calico (or --store calico+etcd://...): read and write Calico's own IPAM v2 keys and JSON in that etcd,
+  the ones calico-node and calicoctl use (pools are IPPool resources there).
 
 commands:
   pool add --name N --cidr C [--block-size S] [--node-selector EXPR] [--disabled] [--allowed-uses Workload,Tunnel]
@@ -22,9 +28,15 @@ commands:
   release-affinity --host H --cidr C [--require-empty]
   blocks [--host H]
   routes --host H
+  check                                       (calico layout) report what calicoctl ipam check reports: leaked
+                                              addresses/handles, gone nodes, an address in two blocks, lists that
+                                              disagree; exit 1 when there are problems (notes do not count)
   (--daemon [--socket PATH]: assign/release through the running daemon instead; see blockspeaker ipam --daemon --help)
   migrate --to etcd://HOST:PORT[,...] [--force]   copy every key of --store into another store (stop writers first);
                                                   refuses a target that already has IPAM keys unless --force
+  migrate --to calico+etcd://HOST:PORT [--to-layout L]   move IPAM into another layout (here: Calico's keys and
+                                                  JSON; back with --layout calico ... --to DIR|etcd://...): records
+                                                  are re-encoded, only created, and verified address by address
 
 etcd security (with --store or --to etcds://... for TLS, or etcd://... for user/password only):
   --etcd-ca FILE --etcd-cert FILE --etcd-key FILE   PEM CA that signed etcd's certificate; client certificate and key
@@ -60,7 +72,7 @@ function parseLabels(list: string[] | undefined): Record<string, string> {
   return labels;
 }
 
-async function dispatch(ipam: Ipam, words: string[], argv: string[]): Promise<void> {
+async function dispatch(ipam: Ipam, words: string[], argv: string[]): Promise<number | void> {
   const cmd = words.join(' ');
   switch (cmd) {
     case 'pool add': {
@@ -172,6 +184,13 @@ async function dispatch(ipam: Ipam, words: string[], argv: string[]): Promise<vo
       printJson(await ipam.routes(required(cmd, v, 'host')));
       return;
     }
+    case 'check': {
+      parse(cmd, argv, {});
+      if (ipam.ds.layout.name !== 'calico') throw new CliError('ipam check verifies a Calico-layout datastore: use --layout calico (or --store calico+etcd://...)');
+      const report = await checkCalico(ipam.store);
+      printJson(report);
+      return report.problems.length ? 1 : 0;
+    }
     default:
       throw new CliError(`ipam: unknown command "${cmd}" (see blockspeaker ipam --help)`);
   }
@@ -222,11 +241,14 @@ export async function run(argv: string[]): Promise<number> {
   let store = process.env.BLOCKSPEAKER_STORE;
   const { security, rest: afterEtcd } = etcdSecurityOptions(argv);
   argv = afterEtcd;
+  let layout: string | undefined;
   const rest: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--store') store = argv[++i];
     else if (a.startsWith('--store=')) store = a.slice(8);
+    else if (a === '--layout') layout = argv[++i];
+    else if (a.startsWith('--layout=')) layout = a.slice(9);
     else if (a === '--json') continue;
     else if (a === '--help' || a === '-h') {
       process.stdout.write(HELP);
@@ -237,28 +259,38 @@ export async function run(argv: string[]): Promise<number> {
   while (rest.length && !rest[0].startsWith('-')) words.push(rest.shift()!);
   if (words.length === 0) throw new CliError('ipam: a command is required (see blockspeaker ipam --help)');
   if (!store) throw new CliError('ipam: --store DIR is required (or set BLOCKSPEAKER_STORE)');
-  if (words.join(' ') === 'migrate') return migrate(store, rest, security);
-  const ipam = new Ipam(await openStore(store, { security }));
+  // calico+etcd://... is the calico layout on that etcd.
+  if (store.startsWith('calico+')) [store, layout] = [store.slice(7), layout ?? 'calico'];
+  if (layout !== undefined && layout !== 'blockspeaker' && layout !== 'calico') throw new CliError(`--layout must be blockspeaker or calico, got "${layout}"`);
+  if (words.join(' ') === 'migrate') return migrate(store, rest, layout ?? 'blockspeaker', security);
+  const ipam = new Ipam(await openStore(store, { security }), { layout: layoutByName(layout) });
   try {
-    await dispatch(ipam, words, rest);
+    return (await dispatch(ipam, words, rest)) ?? 0;
   } finally {
     await ipam.store.close();
   }
-  return 0;
 }
 
-async function migrate(fromSpec: string, argv: string[], security: EtcdSecurity | undefined): Promise<number> {
-  const { values: v } = parse('migrate', argv, { to: { type: 'string' }, force: { type: 'boolean' } });
-  const toSpec = required('migrate', v, 'to');
-  if (toSpec === fromSpec) throw new CliError('migrate: --to is the same store as --store');
+async function migrate(fromSpec: string, argv: string[], fromLayout: string, security: EtcdSecurity | undefined): Promise<number> {
+  const { values: v } = parse('migrate', argv, { to: { type: 'string' }, force: { type: 'boolean' }, 'to-layout': { type: 'string' } });
+  let toSpec = required('migrate', v, 'to');
+  let toLayout = v['to-layout'];
+  if (toSpec.startsWith('calico+')) [toSpec, toLayout] = [toSpec.slice(7), toLayout ?? 'calico'];
+  toLayout ??= fromLayout;
+  if (toSpec === fromSpec && toLayout === fromLayout) throw new CliError('migrate: --to is the same store as --store');
+  if (toLayout !== fromLayout && v.force) throw new CliError('migrate: --force is not offered between layouts (the target must not hold any of the keys written)');
   // The etcd options belong to whichever side is etcd (both, when both are: one etcd's credentials).
   const from = await openStore(fromSpec, { security: isEtcdUrl(fromSpec) ? security : undefined });
   try {
-    const to = await openStore(toSpec, { security: isEtcdUrl(toSpec) ? security : undefined });
+    const to = toSpec === fromSpec ? from : await openStore(toSpec, { security: isEtcdUrl(toSpec) ? security : undefined });
     try {
+      if (toLayout !== fromLayout) {
+        printJson(await migrateLayout({ store: from, layout: layoutByName(fromLayout) }, { store: to, layout: layoutByName(toLayout) }));
+        return 0;
+      }
       printJson(await migrateStore(from, to, { force: v.force ?? false }));
     } finally {
-      await to.close();
+      if (to !== from) await to.close();
     }
   } finally {
     await from.close();

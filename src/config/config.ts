@@ -354,7 +354,7 @@ function pool(c: Checker, path: Path, v: unknown): PoolConfig | undefined {
 
 function ipamSection(c: Checker, v: unknown): IpamConfig | undefined {
   const P = ['ipam'];
-  const o = c.object(P, v, ['store', 'strictAffinity', 'maxBlocksPerHost', 'autoAllocateBlocks', 'ipCooldownSeconds', 'pools', 'calico', 'etcd']);
+  const o = c.object(P, v, ['store', 'strictAffinity', 'maxBlocksPerHost', 'autoAllocateBlocks', 'ipCooldownSeconds', 'pools', 'calico', 'etcd', 'layout']);
   if (!o) return undefined;
   const store = c.opt(o.store, DEFAULT_STORE, (x) => {
     const s = c.string([...P, 'store'], x);
@@ -383,10 +383,14 @@ function ipamSection(c: Checker, v: unknown): IpamConfig | undefined {
       else names.set(x.name, i);
     });
   }
+  const layout = c.opt(o.layout, 'blockspeaker' as const, (x) => c.oneOf([...P, 'layout'], x, ['blockspeaker', 'calico'] as const));
+  if (layout === 'calico' && store !== undefined && !isEtcdUrl(store)) {
+    c.fail([...P, 'layout'], `calico shares Calico's etcd with calico-node, so ipam.store must be etcd://host:port, got ${show(store)}`);
+  }
   if (store === undefined || strictAffinity === undefined || autoAllocateBlocks === undefined ||
-      maxBlocksPerHost === undefined || ipCooldownSeconds === undefined || calico === undefined) return undefined;
+      maxBlocksPerHost === undefined || ipCooldownSeconds === undefined || calico === undefined || layout === undefined) return undefined;
   if (o.etcd !== undefined && o.etcd !== null && etcd === undefined) return undefined;
-  const out: IpamConfig = { store, strictAffinity, maxBlocksPerHost, autoAllocateBlocks, ipCooldownSeconds, pools, calico };
+  const out: IpamConfig = { store, strictAffinity, maxBlocksPerHost, autoAllocateBlocks, ipCooldownSeconds, pools, calico, layout };
   if (etcd) out.etcd = etcd;
   return out;
 }

@@ -111,6 +111,8 @@ export interface IpamConfig {
   calico: string[];
   /** TLS files and user/password for an etcd store (absent: none). */
   etcd?: EtcdSecurity;
+  /** blockspeaker (own keys) or calico (Calico's IPAM v2 keys and JSON in etcd, shared with calico-node). */
+  layout: 'blockspeaker' | 'calico';
 }
 
 export type DataplaneConfig =

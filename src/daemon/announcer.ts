@@ -5,7 +5,6 @@
 // announcement set (blocks as aggregates, borrowed host routes, never more-specifics inside its own blocks,
 // optional summarisation) and applies only the difference to the target.
 import { parsePrefix, type Prefix } from '../net/ip.ts';
-import { keys } from '../ipam/datastore.ts';
 import type { Ipam } from '../ipam/ipam.ts';
 import { announcements, diffAnnouncements } from '../rib/aggregate.ts';
 import type { Watcher } from '../store/types.ts';
@@ -47,7 +46,7 @@ export class IpamAnnouncer {
   }
 
   async start(): Promise<void> {
-    this.watcher = this.ipam.store.watch(keys.root, await this.ipam.store.revision(), () => this.schedule());
+    this.watcher = this.ipam.store.watch(this.ipam.ds.keys.root, await this.ipam.store.revision(), () => this.schedule());
     await this.refresh();
   }
 

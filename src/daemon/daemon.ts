@@ -29,6 +29,11 @@ import type { Rib } from '../rib/rib.ts';
 import { HttpError, StatusServer } from '../status/http.ts';
 import { hostPlatform, type Platform } from '../platform/platform.ts';
 import { openStore } from '../store/open.ts';
+import { layoutByName } from '../ipam/layouts.ts';
+import { startCalicoLayout } from '../ipam/calico/start.ts';
+import { ipamConfigStatus } from '../ipam/calico/ipamconfig.ts';
+import { NODE_GONE_GRACE_MS, NodeCleanup } from '../ipam/calico/node-cleanup.ts';
+import { resourceKeys } from '../ipam/calico/resources.ts';
 import type { Store } from '../store/types.ts';
 import { IpamAnnouncer } from './announcer.ts';
 import { lazyMetrics, type MetricsSource } from './metrics.ts';
@@ -132,6 +137,8 @@ export class Daemon {
   speaker: Speaker | null = null;
   store: Store | null = null;
   ipam: Ipam | null = null;
+  /** Calico layout: releases deleted Nodes' affinities, and their addresses after a grace period. */
+  private nodeCleanup: NodeCleanup | undefined;
   announcer: IpamAnnouncer | null = null;
   readonly status: StatusServer;
   /** Prometheus metrics, built on the first scrape: prom-client costs ~11 MB RSS in a daemon nobody scrapes. */
@@ -169,6 +176,7 @@ export class Daemon {
     });
     this.status.route('/ipam/pools', async () => ({ body: await this.poolUsage() }));
     this.status.route('/ipam/blocks', async (url) => ({ body: await this.blockUsage(url.searchParams.get('host') ?? undefined) }));
+    this.status.route('/ipam/config', async () => ({ body: this.ipam ? await ipamConfigStatus(this.ipam.store, this.ipam.ds.layout) : null }));
     this.status.route('/dataplane', () => ({ body: this.dataplaneStatus() }));
     this.status.route('/readyz', () => {
       const r = this.ready();
@@ -226,14 +234,21 @@ export class Daemon {
       onAccess: (r) => (r.enforced ? this.log.info({ store: ic.store }, r.what) : this.log.warn({ store: ic.store }, r.what)),
     });
     this.log.info({ store: ic.store }, 'store open');
-    const ipam = new Ipam(this.store);
+    const ipam = new Ipam(this.store, { layout: layoutByName(ic.layout), warn: (m) => this.warn(m) });
     await ipam.setHost({ name: this.cfg.node.name, os: this.cfg.node.os, labels: this.cfg.node.labels });
-    await ipam.setConfig({
-      strictAffinity: ic.strictAffinity, maxBlocksPerHost: ic.maxBlocksPerHost, autoAllocateBlocks: ic.autoAllocateBlocks,
-      ipCooldownSeconds: ic.ipCooldownSeconds,
-    });
+    if (ic.layout === 'calico') await startCalicoLayout(ipam, this.cfg.node, ic);
+    else {
+      await ipam.setConfig({
+        strictAffinity: ic.strictAffinity, maxBlocksPerHost: ic.maxBlocksPerHost, autoAllocateBlocks: ic.autoAllocateBlocks,
+        ipCooldownSeconds: ic.ipCooldownSeconds,
+      });
+    }
     await this.ensurePools(ipam, ic.pools);
     this.ipam = ipam;
+    if (ic.layout === 'calico') {
+      this.nodeCleanup = new NodeCleanup(ipam, { graceMs: NODE_GONE_GRACE_MS, log: (m) => this.log.info(m) });
+      this.nodeCleanup.start(resourceKeys.nodes, 60_000);
+    }
   }
 
   /** Add the config's pools the store lacks; a pool the store has with other settings is the store's (a warning). */
@@ -572,6 +587,7 @@ export class Daemon {
       step('control socket', () => this.ipc?.close()),
     ]);
     this.announcer?.stop();
+    await step('node cleanup', () => this.nodeCleanup?.stop());
     this.unfollow?.();
     await step('dataplane', async () => {
       await this.linux?.reconciler.stop();

@@ -1,36 +1,10 @@
-// IPAM's reads and writes: the key layout in the Store and a "pass", the working set of one allocation batch.
-//
-// Key layout (all values JSON):
-//   /blockspeaker/ipam/v1/config                    IpamConfig
-//   /blockspeaker/ipam/v1/pools/<name>              Pool
-//   /blockspeaker/ipam/v1/poolset                   bumped on every pool change, so adds are checked for overlap
-//                                                   against a pool set that cannot change underneath them
-//   /blockspeaker/ipam/v1/hosts/<name>              Host
-//   /blockspeaker/ipam/v1/blocks/<addr>-<len>       BlockRecord
-//   /blockspeaker/ipam/v1/affinity/<host>/<addr>-<len>  AffinityRecord
-//   /blockspeaker/ipam/v1/handles/<handle>          HandleRecord (handle URI-encoded)
-import type { Op, Store } from '../store/types.ts';
+// IPAM's reads and writes through a layout (layout.ts: where the records live and how they are written), and a
+// "pass", the working set of one allocation batch.
+import type { KeyValue, Op, Store } from '../store/types.ts';
+import { blockspeakerLayout, type Layout, type LayoutKeys } from './layout.ts';
 import type { AffinityRecord, BlockRecord, HandleRecord, Host, IpamConfig, Pool } from './types.ts';
-import { defaultConfig } from './types.ts';
 
-const ROOT = '/blockspeaker/ipam/v1/';
-
-export const keys = {
-  root: ROOT,
-  config: `${ROOT}config`,
-  poolSet: `${ROOT}poolset`,
-  pools: `${ROOT}pools/`,
-  pool: (name: string) => `${ROOT}pools/${name}`,
-  hosts: `${ROOT}hosts/`,
-  host: (name: string) => `${ROOT}hosts/${encodeURIComponent(name)}`,
-  blocks: `${ROOT}blocks/`,
-  block: (cidr: string) => `${ROOT}blocks/${cidr.replace('/', '-')}`,
-  affinities: (host: string) => `${ROOT}affinity/${encodeURIComponent(host)}/`,
-  allAffinities: `${ROOT}affinity/`,
-  affinity: (host: string, cidr: string) => `${ROOT}affinity/${encodeURIComponent(host)}/${cidr.replace('/', '-')}`,
-  handles: `${ROOT}handles/`,
-  handle: (handle: string) => `${ROOT}handles/${encodeURIComponent(handle)}`,
-};
+export { keys } from './layout.ts';
 
 export interface Versioned<T> {
   value: T;
@@ -38,74 +12,135 @@ export interface Versioned<T> {
   rev: number;
 }
 
-/** Typed reads over the Store. */
+/** Typed reads over the Store. A record the layout cannot decode is skipped with a warning naming its key. */
 export class IpamStore {
-  constructor(readonly store: Store) {}
+  readonly keys: LayoutKeys;
+  /** The pools last read: a layout that does not store a block's pool finds it among them. */
+  private poolCache: Pool[] | undefined;
+  /** Key -> modRevision already warned about, so one corrupt record is reported once per change. */
+  private readonly warned = new Map<string, number>();
+
+  constructor(
+    readonly store: Store,
+    readonly layout: Layout = blockspeakerLayout,
+    private readonly warn: (msg: string) => void = (m) => process.emitWarning(m, 'IpamWarning'),
+  ) {
+    this.keys = layout.keys;
+  }
+
+  /** Decode one record; undefined (and a warning, once per revision) when the layout refuses it. */
+  private decode<T>(kv: KeyValue, what: string, fn: (kv: KeyValue) => T): T | undefined {
+    try {
+      return fn(kv);
+    } catch (e) {
+      if (this.warned.get(kv.key) !== kv.modRevision) {
+        this.warned.set(kv.key, kv.modRevision);
+        this.warn(`skipping ${what} ${kv.key}: ${(e as Error).message} (left as it is; see ipam check)`);
+      }
+      return undefined;
+    }
+  }
+
+  private decodeAll<T>(kvs: KeyValue[], what: string, fn: (kv: KeyValue) => T): Versioned<T>[] {
+    const out: Versioned<T>[] = [];
+    for (const kv of kvs) {
+      const value = this.decode(kv, what, fn);
+      if (value !== undefined) out.push({ value, rev: kv.modRevision });
+    }
+    return out;
+  }
 
   async config(): Promise<Versioned<IpamConfig>> {
-    const kv = await this.store.get(keys.config);
-    return kv ? { value: { ...defaultConfig, ...JSON.parse(kv.value) }, rev: kv.modRevision } : { value: { ...defaultConfig }, rev: 0 };
+    const kv = await this.store.get(this.keys.config);
+    return { value: this.layout.decodeConfig(kv), rev: kv?.modRevision ?? 0 };
   }
 
   async pools(): Promise<Pool[]> {
-    const kvs = await this.store.list(keys.pools);
-    return kvs.map((kv) => JSON.parse(kv.value) as Pool).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const kvs = await this.store.list(this.keys.pools);
+    const pools = this.decodeAll(kvs, 'pool', (kv) => this.layout.decodePool(kv))
+      .map((v) => v.value)
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    this.poolCache = pools;
+    return pools;
+  }
+
+  private async knownPools(): Promise<Pool[]> {
+    return this.poolCache ?? (await this.pools());
   }
 
   async poolSetRevision(): Promise<number> {
-    return (await this.store.get(keys.poolSet))?.modRevision ?? 0;
+    return (await this.store.get(this.keys.poolSet))?.modRevision ?? 0;
   }
 
   async host(name: string): Promise<Host | undefined> {
-    const kv = await this.store.get(keys.host(name));
-    return kv ? (JSON.parse(kv.value) as Host) : undefined;
+    let kv = await this.store.get(this.keys.host(name));
+    if (!kv && this.layout.nodes) kv = await this.store.get(this.layout.nodes.key(name));
+    return kv ? this.decode(kv, 'host', (x) => this.layout.decodeHost(x)) : undefined;
   }
 
   async hosts(): Promise<Host[]> {
-    return (await this.store.list(keys.hosts)).map((kv) => JSON.parse(kv.value) as Host);
+    const own = this.decodeAll(await this.store.list(this.keys.hosts), 'host', (kv) => this.layout.decodeHost(kv)).map((v) => v.value);
+    if (!this.layout.nodes) return own;
+    const names = new Set(own.map((h) => h.name));
+    const nodes = this.decodeAll(await this.store.list(this.layout.nodes.prefix), 'node', (kv) => this.layout.decodeHost(kv)).map((v) => v.value);
+    return [...own, ...nodes.filter((h) => !names.has(h.name))];
   }
 
   /** A block's current revision without reading the block (0 = absent). */
   async blockRevision(cidr: string): Promise<number> {
-    return (await this.store.get(keys.block(cidr)))?.modRevision ?? 0;
+    return (await this.store.get(this.keys.block(cidr)))?.modRevision ?? 0;
   }
 
+  /** A block, or undefined when it is absent or cannot be trusted (then nothing may be written over it). */
   async block(cidr: string): Promise<Versioned<BlockRecord> | undefined> {
-    const kv = await this.store.get(keys.block(cidr));
-    return kv ? { value: JSON.parse(kv.value) as BlockRecord, rev: kv.modRevision } : undefined;
+    const kv = await this.store.get(this.keys.block(cidr));
+    if (!kv) return undefined;
+    const pools = await this.knownPools();
+    const value = this.decode(kv, 'block', (x) => this.layout.decodeBlock(x, pools));
+    return value ? { value, rev: kv.modRevision } : undefined;
+  }
+
+  /** Decode a block this process has just written (its value and the revision it was written at). */
+  written(cidr: string, value: string, rev: number): BlockRecord | undefined {
+    const key = this.keys.block(cidr);
+    return this.decode({ key, value, createRevision: rev, modRevision: rev }, 'block', (kv) => this.layout.decodeBlock(kv, this.poolCache ?? []));
   }
 
   async blocks(): Promise<Versioned<BlockRecord>[]> {
-    return (await this.store.list(keys.blocks)).map((kv) => ({ value: JSON.parse(kv.value) as BlockRecord, rev: kv.modRevision }));
+    const kvs = await this.store.list(this.keys.blocks);
+    const pools = await this.knownPools();
+    return this.decodeAll(kvs, 'block', (kv) => this.layout.decodeBlock(kv, pools));
   }
 
-  /** The cidrs of every block, without reading the blocks (what a claim needs to find a free slot). */
+  /** The cidrs of every block key, without reading the blocks (what a claim needs to find a free slot). */
   async blockCidrs(): Promise<string[]> {
-    const n = keys.blocks.length;
-    return (await this.store.list(keys.blocks)).map((kv) => {
-      const name = kv.key.slice(n);
-      const dash = name.lastIndexOf('-');
-      return `${name.slice(0, dash)}/${name.slice(dash + 1)}`;
-    });
+    const out: string[] = [];
+    for (const kv of await this.store.list(this.keys.blocks)) {
+      const cidr = this.decode(kv, 'block key', (x) => this.layout.blockCidrOfKey(x.key));
+      if (cidr !== undefined) out.push(cidr);
+    }
+    return out;
   }
 
   async affinities(host?: string): Promise<Versioned<AffinityRecord>[]> {
-    const kvs = await this.store.list(host === undefined ? keys.allAffinities : keys.affinities(host));
-    return kvs.map((kv) => ({ value: JSON.parse(kv.value) as AffinityRecord, rev: kv.modRevision }));
+    const kvs = await this.store.list(host === undefined ? this.keys.allAffinities : this.keys.affinities(host));
+    return this.decodeAll(kvs, 'affinity', (kv) => this.layout.decodeAffinity(kv));
   }
 
   async affinity(host: string, cidr: string): Promise<Versioned<AffinityRecord> | undefined> {
-    const kv = await this.store.get(keys.affinity(host, cidr));
-    return kv ? { value: JSON.parse(kv.value) as AffinityRecord, rev: kv.modRevision } : undefined;
+    const kv = await this.store.get(this.keys.affinity(host, cidr));
+    const value = kv && this.decode(kv, 'affinity', (x) => this.layout.decodeAffinity(x));
+    return kv && value ? { value, rev: kv.modRevision } : undefined;
   }
 
   async handle(handle: string): Promise<Versioned<HandleRecord> | undefined> {
-    const kv = await this.store.get(keys.handle(handle));
-    return kv ? { value: JSON.parse(kv.value) as HandleRecord, rev: kv.modRevision } : undefined;
+    const kv = await this.store.get(this.keys.handle(handle));
+    const value = kv && this.decode(kv, 'handle', (x) => this.layout.decodeHandle(x));
+    return kv && value ? { value, rev: kv.modRevision } : undefined;
   }
 
   async handles(): Promise<HandleRecord[]> {
-    return (await this.store.list(keys.handles)).map((kv) => JSON.parse(kv.value) as HandleRecord);
+    return this.decodeAll(await this.store.list(this.keys.handles), 'handle', (kv) => this.layout.decodeHandle(kv)).map((v) => v.value);
   }
 }
 
@@ -214,13 +249,15 @@ export class Pass {
     const ops: Op[] = [];
     for (const [cidr, s] of this.blockSlots) {
       if (!s.dirty) continue;
-      compares.push({ key: keys.block(cidr), modRevision: s.rev });
-      ops.push(s.value ? { type: 'put', key: keys.block(cidr), value: JSON.stringify(s.value) } : { type: 'delete', key: keys.block(cidr) });
+      const key = this.ds.keys.block(cidr);
+      compares.push({ key, modRevision: s.rev });
+      ops.push(s.value ? { type: 'put', key, value: this.ds.layout.encodeBlock(s.value) } : { type: 'delete', key });
     }
     for (const [handle, s] of this.handleSlots) {
       if (!s.dirty) continue;
-      compares.push({ key: keys.handle(handle), modRevision: s.rev });
-      ops.push(s.value ? { type: 'put', key: keys.handle(handle), value: JSON.stringify(s.value) } : { type: 'delete', key: keys.handle(handle) });
+      const key = this.ds.keys.handle(handle);
+      compares.push({ key, modRevision: s.rev });
+      ops.push(s.value ? { type: 'put', key, value: this.ds.layout.encodeHandle(s.value) } : { type: 'delete', key });
     }
     if (ops.length === 0) return true;
     return (await this.ds.store.txn(compares, ops)).succeeded;

@@ -38,7 +38,8 @@ import {
   release,
   reservedOrdinals,
 } from './block.ts';
-import { IpamStore, Pass, keys } from './datastore.ts';
+import { IpamStore, Pass } from './datastore.ts';
+import type { Layout } from './layout.ts';
 import { parseSelector, SelectorError } from './selector.ts';
 import {
   IpamError,
@@ -63,6 +64,10 @@ export interface IpamOptions {
   now?: () => number;
   /** Attempts for a batch whose compare-and-swap keeps failing. */
   maxRetries?: number;
+  /** Where and how the records are kept (default: blockspeaker's own layout). */
+  layout?: Layout;
+  /** Told about records that are skipped because they do not decode (default: process.emitWarning). */
+  warn?: (msg: string) => void;
 }
 
 // Pool and block cidrs are parsed over and over on the hot path; they are few, so keep them parsed.
@@ -292,7 +297,7 @@ export class Ipam {
   private readonly fullAt = new Map<string, number>();
 
   constructor(readonly store: Store, opts: IpamOptions = {}) {
-    this.ds = new IpamStore(store);
+    this.ds = new IpamStore(store, opts.layout, opts.warn);
     this.now = opts.now ?? Date.now;
     this.maxRetries = opts.maxRetries ?? 32;
     this.assignBatcher = new Batcher((host, items) => this.assignBatch(host, items));
@@ -307,9 +312,11 @@ export class Ipam {
 
   async setConfig(patch: Partial<IpamConfig>): Promise<IpamConfig> {
     for (let i = 0; i < this.maxRetries; i++) {
-      const cur = await this.ds.config();
-      const next = validateConfig({ ...cur.value, ...patch });
-      const r = await this.store.txn([{ key: keys.config, modRevision: cur.rev }], [{ type: 'put', key: keys.config, value: JSON.stringify(next) }]);
+      const key = this.ds.keys.config;
+      const kv = await this.store.get(key);
+      const next = validateConfig({ ...this.ds.layout.decodeConfig(kv), ...patch });
+      const value = this.ds.layout.encodeConfig(next, kv);
+      const r = await this.store.txn([{ key, modRevision: kv?.modRevision ?? 0 }], [{ type: 'put', key, value }]);
       if (r.succeeded) return next;
     }
     throw new IpamError('CONTENTION', 'config changed concurrently too many times; try again');
@@ -330,8 +337,8 @@ export class Ipam {
       const clash = pools.find((p) => prefixesOverlap(pfx(p.cidr), prefix));
       if (clash) throw new IpamError('CONFLICT', `pool ${pool.name} (${pool.cidr}) overlaps pool ${clash.name} (${clash.cidr})`);
       const r = await this.store.txn(
-        [{ key: keys.poolSet, modRevision: setRev }, { key: keys.pool(pool.name), modRevision: 0 }],
-        [{ type: 'put', key: keys.pool(pool.name), value: JSON.stringify(pool) }, { type: 'put', key: keys.poolSet, value: pool.name }],
+        [{ key: this.ds.keys.poolSet, modRevision: setRev }, { key: this.ds.keys.pool(pool.name), modRevision: 0 }],
+        [{ type: 'put', key: this.ds.keys.pool(pool.name), value: this.ds.layout.encodePool(pool) }, { type: 'put', key: this.ds.keys.poolSet, value: pool.name }],
       );
       if (r.succeeded) return pool;
     }
@@ -341,7 +348,7 @@ export class Ipam {
   /** Delete a pool, its empty blocks and their affinities. Refused while any address in it is allocated. */
   async deletePool(name: string): Promise<void> {
     for (let i = 0; i < this.maxRetries; i++) {
-      const kv = await this.store.get(keys.pool(name));
+      const kv = await this.store.get(this.ds.keys.pool(name));
       if (!kv) throw new IpamError('NOT_FOUND', `pool ${name} does not exist`);
       const blocks = (await this.ds.blocks()).filter((b) => b.value.pool === name);
       const used = blocks.reduce((n, b) => n + blockCounts(b.value).allocated, 0);
@@ -351,15 +358,15 @@ export class Ipam {
       const r = await this.store.txn(
         [
           { key: kv.key, modRevision: kv.modRevision },
-          { key: keys.poolSet, modRevision: setRev },
-          ...blocks.map((b) => ({ key: keys.block(b.value.cidr), modRevision: b.rev })),
-          ...affs.map((a) => ({ key: keys.affinity(a.value.host, a.value.cidr), modRevision: a.rev })),
+          { key: this.ds.keys.poolSet, modRevision: setRev },
+          ...blocks.map((b) => ({ key: this.ds.keys.block(b.value.cidr), modRevision: b.rev })),
+          ...affs.map((a) => ({ key: this.ds.keys.affinity(a.value.host, a.value.cidr), modRevision: a.rev })),
         ],
         [
           { type: 'delete', key: kv.key },
-          { type: 'put', key: keys.poolSet, value: `-${name}` },
-          ...blocks.map((b) => ({ type: 'delete' as const, key: keys.block(b.value.cidr) })),
-          ...affs.map((a) => ({ type: 'delete' as const, key: keys.affinity(a.value.host, a.value.cidr) })),
+          { type: 'put', key: this.ds.keys.poolSet, value: `-${name}` },
+          ...blocks.map((b) => ({ type: 'delete' as const, key: this.ds.keys.block(b.value.cidr) })),
+          ...affs.map((a) => ({ type: 'delete' as const, key: this.ds.keys.affinity(a.value.host, a.value.cidr) })),
         ],
       );
       if (r.succeeded) return;
@@ -369,7 +376,7 @@ export class Ipam {
 
   async setHost(host: Host): Promise<Host> {
     const h = validateHost(host);
-    await this.store.put(keys.host(h.name), JSON.stringify(h));
+    await this.store.put(this.ds.keys.host(h.name), this.ds.layout.encodeHost(h));
     return h;
   }
 
@@ -385,6 +392,7 @@ export class Ipam {
 
   private async context(hostName: string): Promise<Ctx> {
     const [config, pools, host] = await Promise.all([this.ds.config(), this.ds.pools(), this.requireHost(hostName)]);
+    this.ds.layout.checkHost?.(host, config.value);
     return { config: config.value, pools, host, now: this.now(), cooldownMs: config.value.ipCooldownSeconds * 1000 };
   }
 
@@ -587,17 +595,18 @@ export class Ipam {
       const pool = ctx.pools.find((p) => prefixContainsPrefix(pfx(p.cidr), ref.prefix));
       return (pool && (await this.createAndConfirm(pass, ctx, pool, ref.prefix, ref.rev, false))) || undefined;
     }
-    if (state === 'confirmed') {
-      // The block is gone or belongs to someone else (an interrupted release): this affinity is stale.
-      const key = keys.affinity(ctx.host.name, cidr);
+    if (state === 'confirmed' && (block || (await this.ds.blockRevision(cidr)) === 0)) {
+      // The block is gone or belongs to someone else (an interrupted release): this affinity is stale. (A block
+      // that exists but does not decode is left alone, and so is its affinity.)
+      const key = this.ds.keys.affinity(ctx.host.name, cidr);
       await this.store.txn([{ key, modRevision: ref.rev }], [{ type: 'delete', key }]);
     }
     return undefined;
   }
 
   private async confirmAffinity(host: string, cidr: string, rev: number): Promise<void> {
-    const key = keys.affinity(host, cidr);
-    const value = JSON.stringify({ host, cidr, state: 'confirmed' });
+    const key = this.ds.keys.affinity(host, cidr);
+    const value = this.ds.layout.encodeAffinity({ host, cidr, state: 'confirmed' });
     const r = await this.store.txn([{ key, modRevision: rev }], [{ type: 'put', key, value }]);
     if (!r.succeeded) {
       // Someone else confirmed it, or removed the pending record while we owned the block: make sure it exists.
@@ -657,8 +666,8 @@ export class Ipam {
   private async twoPhaseClaim(pass: Pass, ctx: Ctx, pool: Pool, cidr: Prefix, hostReservation: boolean): Promise<BlockRecord | undefined> {
     const host = ctx.host.name;
     const text = cidr.toString();
-    const affKey = keys.affinity(host, text);
-    const pending = JSON.stringify({ host, cidr: text, state: 'pending' });
+    const affKey = this.ds.keys.affinity(host, text);
+    const pending = this.ds.layout.encodeAffinity({ host, cidr: text, state: 'pending' });
     let r = await this.store.txn([{ key: affKey, modRevision: 0 }], [{ type: 'put', key: affKey, value: pending }]);
     let affRev = r.revision;
     if (!r.succeeded) {
@@ -672,9 +681,12 @@ export class Ipam {
   private async createAndConfirm(pass: Pass, ctx: Ctx, pool: Pool, cidr: Prefix, affRev: number, hostReservation: boolean): Promise<BlockRecord | undefined> {
     const host = ctx.host.name;
     const text = cidr.toString();
-    const block = newBlock({ cidr, pool, poolPrefix: pfx(pool.cidr), host, os: ctx.host.os, hostReservation });
-    const r = await this.store.txn([{ key: keys.block(text), modRevision: 0 }], [{ type: 'put', key: keys.block(text), value: JSON.stringify(block) }]);
+    const created = newBlock({ cidr, pool, poolPrefix: pfx(pool.cidr), host, os: ctx.host.os, hostReservation });
+    const value = this.ds.layout.encodeBlock(created);
+    const r = await this.store.txn([{ key: this.ds.keys.block(text), modRevision: 0 }], [{ type: 'put', key: this.ds.keys.block(text), value }]);
     if (r.succeeded) {
+      // Work on the block as written, so the layout's own state (Calico's sequence numbers) carries on from it.
+      const block = this.ds.written(text, value, r.revision) ?? created;
       pass.adoptBlock(block, r.revision);
       await this.confirmAffinity(host, text, affRev);
       return block;
@@ -686,7 +698,7 @@ export class Ipam {
       await this.confirmAffinity(host, text, affRev);
       return cur.value;
     }
-    await this.store.txn([{ key: keys.affinity(host, text), modRevision: affRev }], [{ type: 'delete', key: keys.affinity(host, text) }]);
+    await this.store.txn([{ key: this.ds.keys.affinity(host, text), modRevision: affRev }], [{ type: 'delete', key: this.ds.keys.affinity(host, text) }]);
     if (cur) pass.adoptBlock(cur.value, cur.rev);
     return undefined;
   }
@@ -849,7 +861,7 @@ export class Ipam {
     const released: string[] = [];
     for (const first of affs) {
       const blockCidr = first.value.cidr;
-      const affKey = keys.affinity(hostName, blockCidr);
+      const affKey = this.ds.keys.affinity(hostName, blockCidr);
       let done = false;
       for (let attempt = 0; attempt < this.maxRetries && !done; attempt++) {
         const aff = await this.ds.affinity(hostName, blockCidr);
@@ -863,14 +875,14 @@ export class Ipam {
           done = (await this.store.txn([affCmp], [{ type: 'delete', key: affKey }])).succeeded;
           continue;
         }
-        const blockCmp = { key: keys.block(blockCidr), modRevision: b.rev };
+        const blockCmp = { key: this.ds.keys.block(blockCidr), modRevision: b.rev };
         if (isEmpty(b.value)) {
-          done = (await this.store.txn([affCmp, blockCmp], [{ type: 'delete', key: affKey }, { type: 'delete', key: keys.block(blockCidr) }])).succeeded;
+          done = (await this.store.txn([affCmp, blockCmp], [{ type: 'delete', key: affKey }, { type: 'delete', key: this.ds.keys.block(blockCidr) }])).succeeded;
         } else if (opts.requireEmpty) {
           throw new IpamError('IN_USE', `block ${blockCidr} still has ${blockCounts(b.value).allocated} allocated addresses`);
         } else {
           const next: BlockRecord = { ...b.value, affinity: null };
-          done = (await this.store.txn([affCmp, blockCmp], [{ type: 'delete', key: affKey }, { type: 'put', key: keys.block(blockCidr), value: JSON.stringify(next) }])).succeeded;
+          done = (await this.store.txn([affCmp, blockCmp], [{ type: 'delete', key: affKey }, { type: 'put', key: this.ds.keys.block(blockCidr), value: this.ds.layout.encodeBlock(next) }])).succeeded;
         }
       }
       if (!done) throw new IpamError('CONTENTION', `block ${blockCidr} kept changing; try again`);

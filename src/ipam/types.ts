@@ -66,6 +66,8 @@ export interface AllocationAttr {
   host: string;
   natOutgoing: boolean;
   attrs?: Record<string, string>;
+  /** Layout-private fields kept across a rewrite (Calico: fields of an attribute we do not model), as JSON text. */
+  ext?: string;
 }
 
 /** A block as stored. Ordinals are offsets from the block's first address. */
@@ -89,6 +91,8 @@ export interface BlockRecord {
   released: Record<string, number>;
   /** Set on the block that carries a perHost reservation for its host. */
   hostReservation?: boolean;
+  /** Layout-private state kept across a read-modify-write (Calico: the block as read, with its sequence numbers). */
+  ext?: unknown;
 }
 
 export type AffinityState = 'pending' | 'confirmed' | 'pendingDeletion';
