@@ -28,9 +28,11 @@ import { LinuxReconciler } from '../linux/reconcile.ts';
 import { formatIP, formatPrefix, maxLen, parseIP, parsePrefix, type IP, type Prefix } from '../net/ip.ts';
 import type { Rib } from '../rib/rib.ts';
 import { HttpError, StatusServer } from '../status/http.ts';
+import { addStatusPage } from '../status/ui/serve.ts';
 import { openStore } from '../store/open.ts';
 import type { Store } from '../store/types.ts';
 import { IpamAnnouncer } from './announcer.ts';
+import { overview, type Overview } from './overview.ts';
 
 export interface DaemonOptions {
   /** The config file (re-read on reload). */
@@ -165,6 +167,8 @@ export class Daemon {
     });
     this.status.route('/metrics', async () => ({ body: await this.metrics.metrics(), contentType: this.metrics.contentType.split(';')[0] }));
     this.status.route('/warnings', () => ({ body: this.warnings }));
+    this.status.route('/overview', async () => ({ body: await this.overview() }));
+    addStatusPage(this.status);
     this.setupMetrics();
   }
 
@@ -267,6 +271,7 @@ export class Daemon {
       'show.ipam': async () => ({ host: this.cfg.node.name, pools: await this.poolUsage(), blocks: await this.blockUsage(), announced: this.localPrefixes.map(formatPrefix) }),
       'show.status': () => ({ node: this.cfg.node.name, asn: this.cfg.bgp?.asn ?? null, routerId: this.cfg.bgp?.routerId ?? null,
         pid: process.pid, uptime: Math.floor((Date.now() - this.startedAt) / 1000), ready: this.ready() }),
+      'show.overview': () => this.overview(),
     };
     this.ipc = await startIpcServer({
       path,
@@ -401,6 +406,17 @@ export class Daemon {
 
   // ---- views ----------------------------------------------------------------------------------------------------
 
+  /** The status page's and `blockspeaker top`'s snapshot (src/daemon/overview.ts). */
+  overview(): Promise<Overview> {
+    return overview({
+      version: this.opts.version, startedAt: this.startedAt, now: Date.now, node: () => this.cfg.node,
+      bgp: () => (this.cfg.bgp ? { asn: this.cfg.bgp.asn, routerId: this.cfg.bgp.routerId } : null),
+      ready: () => this.ready(), peers: () => this.speaker?.peers() ?? [], routes: () => this.speaker?.rib.size ?? 0,
+      pools: () => (this.ipam ? this.poolUsage() : null), blocks: () => (this.ipam ? this.blockUsage() : null),
+      announced: () => this.localPrefixes, dataplane: () => this.dataplaneStatus(), warnings: () => this.warnings,
+    });
+  }
+
   ready(): { ready: boolean; store: boolean; speaker: boolean; dataplane: boolean } {
     const r = this.readiness;
     return { ready: r.store && r.speaker && r.dataplane && !this.stopped, ...r };
@@ -508,6 +524,15 @@ export class Daemon {
         if (!daemon.ipam) return;
         for (const p of await daemon.poolUsage()) this.set({ pool: p.name }, p.blocks);
       } });
+    new Gauge({ name: 'blockspeaker_ipam_block_addresses', help: "Addresses in this node's affine blocks, by block and state (allocated, free, reserved)",
+      labelNames: ['block', 'pool', 'state'], registers: [reg],
+      async collect() {
+        this.reset();
+        if (!daemon.ipam) return;
+        for (const b of await daemon.blockUsage(daemon.cfg.node.name)) {
+          for (const k of ['allocated', 'free', 'reserved'] as const) this.set({ block: b.cidr, pool: b.pool, state: k }, b[k]);
+        }
+      } });
     new Gauge({ name: 'blockspeaker_announced_prefixes', help: 'Prefixes this node announces from IPAM (blocks and borrowed host routes)', registers: [reg],
       collect() {
         this.set(daemon.localPrefixes.length);
@@ -524,6 +549,14 @@ export class Daemon {
     new Gauge({ name: 'blockspeaker_ready', help: '1 when the store is open, the speaker started and the first reconcile done', registers: [reg],
       collect() {
         this.set(daemon.ready().ready ? 1 : 0);
+      } });
+    // Always 1; its labels let dashboards name a scrape target by node (`* on(instance) group_left(node)`).
+    new Gauge({ name: 'blockspeaker_node_info', help: 'This node: name, OS, ASN, router ID and version as labels (value 1)',
+      labelNames: ['node', 'os', 'asn', 'router_id', 'version'], registers: [reg],
+      collect() {
+        this.reset();
+        const b = daemon.cfg.bgp;
+        this.set({ node: daemon.cfg.node.name, os: daemon.cfg.node.os, asn: b ? String(b.asn) : '', router_id: b?.routerId ?? '', version: daemon.opts.version }, 1);
       } });
   }
 
