@@ -22,6 +22,11 @@ export const INDEX_HTML = String.raw`<!doctype html>
     <h2>Node</h2>
     <dl id="node-facts" class="facts"></dl>
   </section>
+  <section id="dataplane">
+    <h2>Dataplane</h2>
+    <dl id="dataplane-facts" class="facts"></dl>
+    <div id="dataplane-detail"></div>
+  </section>
   <section id="peers">
     <h2>BGP peers</h2>
     <table>
@@ -51,11 +56,6 @@ export const INDEX_HTML = String.raw`<!doctype html>
       <button type="submit">Look up</button>
     </form>
     <div id="lpm-result" aria-live="polite"></div>
-  </section>
-  <section id="dataplane">
-    <h2>Dataplane</h2>
-    <dl id="dataplane-facts" class="facts"></dl>
-    <div id="dataplane-detail"></div>
   </section>
   <section id="warnings">
     <h2>Warnings</h2>
@@ -98,6 +98,8 @@ th { font-size: 12px; color: var(--muted); font-weight: 600; }
 .error { color: var(--bad); overflow-wrap: anywhere; }
 .bar { display: flex; height: 12px; min-width: 140px; border-radius: 3px; overflow: hidden; background: var(--free); }
 .bar span { display: block; height: 100%; }
+.usage { display: flex; gap: 8px; align-items: center; }
+.usage .bar { flex: 1; }
 .bar .alloc { background: var(--alloc); }
 .bar .resv { background: var(--resv); }
 .blocks { display: grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr)); gap: 8px; }
@@ -124,7 +126,7 @@ export const APP_JS = String.raw`(function () {
 
   function $(id) { return document.getElementById(id); }
 
-  // h('td', { class: 'num' }, 'text', childNode, ...): strings become text nodes, never markup.
+  // h('td', { class: 'num' }, 'text', childNode, [more], ...): strings become text nodes, never markup.
   function h(tag, attrs) {
     var e = document.createElement(tag);
     if (attrs) {
@@ -134,11 +136,12 @@ export const APP_JS = String.raw`(function () {
         e.setAttribute(k, String(v));
       });
     }
-    for (var i = 2; i < arguments.length; i++) {
-      var c = arguments[i];
-      if (c === null || c === undefined) continue;
-      e.appendChild(typeof c === 'object' ? c : document.createTextNode(String(c)));
-    }
+    var add = function (c) {
+      if (c === null || c === undefined) return;
+      if (Array.isArray(c)) c.forEach(add);
+      else e.appendChild(typeof c === 'object' ? c : document.createTextNode(String(c)));
+    };
+    for (var i = 2; i < arguments.length; i++) add(arguments[i]);
     return e;
   }
 
@@ -244,7 +247,7 @@ export const APP_JS = String.raw`(function () {
       return h('tr', { 'data-pool': p.name },
         h('td', null, p.name, p.disabled ? badge('disabled', 'warn') : null), h('td', null, p.cidr), h('td', { class: 'num' }, '/' + p.blockSize),
         h('td', { class: 'num' }, p.blocks), h('td', { class: 'num' }, p.allocated), h('td', { class: 'num' }, p.free),
-        h('td', { class: 'num' }, p.reserved), h('td', null, bar(p.allocated, p.reserved, p.size), pct(p.utilisation)));
+        h('td', { class: 'num' }, p.reserved), h('td', null, h('div', { class: 'usage' }, bar(p.allocated, p.reserved, p.size), h('span', null, pct(p.utilisation)))));
     });
     fill($('pool-rows'), pools.length ? pools : [emptyRow(8, 'no pools')]);
     var blocks = ipam.blocks.map(function (b) {
