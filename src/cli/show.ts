@@ -35,7 +35,7 @@ interface Common {
 }
 
 /** Pull the socket/config/json options out of argv, wherever they are. */
-function common(argv: string[]): Common {
+export function common(argv: string[]): Common {
   let socket: string | undefined;
   let config: string | undefined;
   let json = false;
@@ -61,7 +61,7 @@ function common(argv: string[]): Common {
 }
 
 /** A daemon request; an unreachable daemon is one clear line, not a stack. */
-async function ask<T>(socket: string, method: string, params: unknown = {}): Promise<T> {
+export async function ask<T>(socket: string, method: string, params: unknown = {}): Promise<T> {
   try {
     return await ipcRequest<T>(socket, method, params);
   } catch (e) {
@@ -84,7 +84,7 @@ export function table(head: string[], rows: (string | number)[][]): string {
 const out = (s: string) => process.stdout.write(s);
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
 
-function duration(s: number): string {
+export function duration(s: number): string {
   if (s <= 0) return '-';
   const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60);
   return d ? `${d}d${h}h` : h ? `${h}h${m}m` : `${m}m${s % 60}s`;
