@@ -2,21 +2,12 @@
 // addresses it borrowed and from whom), the dataplane and the warnings. The status page (GET /overview) and
 // `blockspeaker top` (control socket method show.overview) both draw from it, so one refresh is one request.
 import type { PeerStatus } from '../bgp/speaker.ts';
+import type { PoolUsage } from './daemon.ts';
 import type { BlockInfo } from '../ipam/types.ts';
 import { formatPrefix, maxLen, parsePrefix, prefixContainsPrefix, type Prefix } from '../net/ip.ts';
 
-export interface PoolView {
-  name: string;
-  cidr: string;
-  blockSize: number;
-  disabled: boolean;
-  blocks: number;
-  size: number;
-  allocated: number;
-  free: number;
-  reserved: number;
-  utilisation: number;
-}
+/** Pool utilisation, as the daemon computes it (daemon.ts; a type-only import, no module cycle at run time). */
+export type PoolView = PoolUsage;
 
 export type BlockView = BlockInfo & { utilisation: number };
 

@@ -77,19 +77,7 @@ t.test('textBar: always its width, allocated then reserved then free, in proport
 });
 
 t.test('top --once against a running daemon; no terminal without --once; a missing daemon in one line', async (t) => {
-  const d = await startTestDaemon('bs-top', (dir, port, socket) => `node: { name: node-top, os: linux }
-bgp:
-  asn: 65020
-  routerId: 10.0.0.7
-  listen: false
-  peers: [{ address: 127.0.0.9, asn: 65001 }]
-ipam:
-  store: ${join(dir, 'store')}
-  pools: [{ name: pods, cidr: 10.245.0.0/24, blockSize: 28 }]
-dataplane: { kind: none }
-status: { listen: "127.0.0.1:${port}" }
-ipc: { path: ${socket} }
-`, t);
+  const d = await startTestDaemon('bs-top', { name: 'node-top', asn: 65020, routerId: '10.0.0.7', poolCidr: '10.245.0.0/24' }, t);
   const a = await ipcRequest<AssignReply>(d.socket, 'ipam.assign', { handle: 'top-test', num4: 4, pools: ['pods'] });
   const block = a.ips[0]!.block;
   const r = await runCli(['top', '--once', '--socket', d.socket]);

@@ -18,14 +18,39 @@ export interface TestDaemon {
   stop(): Promise<void>;
 }
 
-/** `config(dir, port, socket)` returns the YAML; the daemon runs from the sources (BLOCKSPEAKER_FROM_SOURCE=1). */
-export async function startTestDaemon(prefix: string, config: (dir: string, port: number, socket: string) => string,
-  t: { teardown(fn: () => unknown): unknown }): Promise<TestDaemon> {
+export interface TestDaemonOptions {
+  name: string;
+  asn: number;
+  routerId: string;
+  /** The one pool (name "pods", /28 blocks). */
+  poolCidr: string;
+  /** A Calico manifest the config imports (ipam.calico). */
+  calicoManifest?: string;
+}
+
+/**
+ * A daemon with one configured peer that never answers (127.0.0.9, AS 65001), the pool, dataplane none; it runs
+ * from the sources (BLOCKSPEAKER_FROM_SOURCE=1).
+ */
+export async function startTestDaemon(prefix: string, o: TestDaemonOptions, t: { teardown(fn: () => unknown): unknown }): Promise<TestDaemon> {
   const dir = mkdtempSync(join(tmpdir(), `${prefix}-${process.pid}-`));
   const port = await freePort('127.0.0.1');
   const socket = join(dir, 'bs.sock');
   const file = join(dir, 'node.yaml');
-  writeFileSync(file, config(dir, port, socket));
+  if (o.calicoManifest !== undefined) writeFileSync(join(dir, 'calico.yaml'), o.calicoManifest);
+  writeFileSync(file, `node: { name: ${o.name}, os: linux }
+bgp:
+  asn: ${o.asn}
+  routerId: ${o.routerId}
+  listen: false
+  peers: [{ address: 127.0.0.9, asn: 65001 }]
+ipam:
+  store: ${join(dir, 'store')}${o.calicoManifest !== undefined ? '\n  calico: [calico.yaml]' : ''}
+  pools: [{ name: pods, cidr: ${o.poolCidr}, blockSize: 28 }]
+dataplane: { kind: none }
+status: { listen: "127.0.0.1:${port}" }
+ipc: { path: ${socket} }
+`);
   const child = spawn(process.execPath, [bin, 'run', '-c', file, '--run-dir', dir], {
     stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, BLOCKSPEAKER_FROM_SOURCE: '1' },
   });

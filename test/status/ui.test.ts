@@ -3,8 +3,7 @@
 // and never writes HTML; /overview carries what the page shows; unknown paths are 404 JSON; every metric the
 // dashboard queries exists in the daemon's /metrics. The page in a real browser: test/e2e/status-page.test.ts.
 import t from 'tap';
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { Script } from 'node:vm';
 import { borrowedFrom } from '../../src/daemon/overview.ts';
 import { ipcRequest } from '../../src/ipc/client.ts';
@@ -41,24 +40,9 @@ t.test('borrowed addresses are matched to the block and host they come from', as
 });
 
 t.test('a running daemon serves the page, /overview, 404 JSON, and every metric the dashboard uses', async (t) => {
-  const d = await startTestDaemon('bs-ui', (dir, port, socket) => {
-    // A Calico manifest whose kind is HTML: the import warning carries it to /warnings and the page as text.
-    writeFileSync(join(dir, 'calico.yaml'), `apiVersion: projectcalico.org/v3\nkind: '${HOSTILE}'\nmetadata: { name: x }\n`);
-    return `node: { name: node-ui, os: linux }
-bgp:
-  asn: 65010
-  routerId: 10.0.0.1
-  listen: false
-  peers: [{ address: 127.0.0.9, asn: 65001 }]
-ipam:
-  store: ${join(dir, 'store')}
-  calico: [calico.yaml]
-  pools: [{ name: pods, cidr: 10.244.0.0/24, blockSize: 28 }]
-dataplane: { kind: none }
-status: { listen: "127.0.0.1:${port}" }
-ipc: { path: ${socket} }
-`;
-  }, t);
+  // A Calico manifest whose kind is HTML: the import warning carries it to /warnings and the page as text.
+  const d = await startTestDaemon('bs-ui', { name: 'node-ui', asn: 65010, routerId: '10.0.0.1', poolCidr: '10.244.0.0/24',
+    calicoManifest: `apiVersion: projectcalico.org/v3\nkind: '${HOSTILE}'\nmetadata: { name: x }\n` }, t);
   const a = await ipcRequest<AssignReply>(d.socket, 'ipam.assign', { handle: 'ui-test', num4: 3, pools: ['pods'] });
   t.equal(a.ips.length, 3, 'three addresses assigned through the control socket');
 
