@@ -1,16 +1,21 @@
 // The status page and the Grafana dashboard against a running daemon (child process, loopback): the page, its
 // script and stylesheet are served with a strict content-security policy and stay under 100 KB; the script compiles
-// and never writes HTML; /overview carries what the page shows; unknown paths are 404 JSON; every metric the
-// dashboard queries exists in the daemon's /metrics. The page in a real browser: test/e2e/status-page.test.ts.
+// and never writes HTML; /overview carries what the page shows (a borrowed address with its block and host too);
+// unknown paths are 404 JSON; every metric the dashboard queries exists in the daemon's /metrics. The page in a real
+// browser: test/e2e/status-page.test.ts.
 import t from 'tap';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Script } from 'node:vm';
 import { borrowedFrom } from '../../src/daemon/overview.ts';
+import { Ipam } from '../../src/ipam/ipam.ts';
 import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply } from '../../src/ipc/protocol.ts';
 import { parsePrefix } from '../../src/net/ip.ts';
+import { openFileStore } from '../../src/store/file.ts';
 import { APP_JS, INDEX_HTML, STYLE_CSS } from '../../src/status/ui/assets.ts';
 import { startTestDaemon } from '../lib/daemon.ts';
+import { waitFor } from '../lib/wait.ts';
 
 const HOSTILE = '<img src=x onerror="document.title=1">';
 const DASHBOARD = new URL('../../deploy/grafana/blockspeaker.json', import.meta.url).pathname;
@@ -41,7 +46,7 @@ t.test('borrowed addresses are matched to the block and host they come from', as
 
 t.test('a running daemon serves the page, /overview, 404 JSON, and every metric the dashboard uses', async (t) => {
   // A Calico manifest whose kind is HTML: the import warning carries it to /warnings and the page as text.
-  const d = await startTestDaemon('bs-ui', { name: 'node-ui', asn: 65010, routerId: '10.0.0.1', poolCidr: '10.244.0.0/24',
+  const d = await startTestDaemon('bs-ui', { name: 'node-ui', asn: 65010, routerId: '10.0.0.1', poolCidr: '10.244.0.0/27',
     calicoManifest: `apiVersion: projectcalico.org/v3\nkind: '${HOSTILE}'\nmetadata: { name: x }\n` }, t);
   const a = await ipcRequest<AssignReply>(d.socket, 'ipam.assign', { handle: 'ui-test', num4: 3, pools: ['pods'] });
   t.equal(a.ips.length, 3, 'three addresses assigned through the control socket');
@@ -69,7 +74,7 @@ t.test('a running daemon serves the page, /overview, 404 JSON, and every metric 
   const o = (await d.get('/overview')).body;
   t.match(o.node, { name: 'node-ui', os: 'linux', asn: 65010, routerId: '10.0.0.1', ready: true, notReady: [] });
   t.match(o.peers, [{ address: '127.0.0.9', asn: 65001, state: /Idle|Connect|Active/ }], 'the configured peer, not up');
-  t.match(o.ipam.pools, [{ name: 'pods', cidr: '10.244.0.0/24', blocks: 1, allocated: 3 }]);
+  t.match(o.ipam.pools, [{ name: 'pods', cidr: '10.244.0.0/27', blocks: 1, allocated: 3 }]);
   t.equal(o.ipam.blocks.length, 1, 'one block of this node');
   t.match(o.ipam.blocks[0], { pool: 'pods', affinity: 'node-ui', size: 16, allocated: 3, free: 13, utilisation: 0.1875 });
   t.same(o.ipam.announced, [o.ipam.blocks[0].cidr], 'the block is announced');
@@ -114,4 +119,23 @@ t.test('a running daemon serves the page, /overview, 404 JSON, and every metric 
     'blockspeaker_ipam_block_addresses', 'blockspeaker_dataplane_errors_total', 'blockspeaker_dataplane_last_success_timestamp_seconds']) {
     t.ok(used.has(want), `the dashboard shows ${want}`);
   }
+
+  // ---- a borrowed address, and from whom: node-b (this process, same store) takes the pool's other /28 block,
+  // node-ui fills its own, and its next address comes from node-b's block.
+  const other = await openFileStore(join(d.dir, 'store'));
+  const ipamB = new Ipam(other);
+  await ipamB.setHost({ name: 'node-b', os: 'linux', labels: {} });
+  const b = await ipamB.autoAssign({ host: 'node-b', num4: 1, handle: 'b-pod', pools: ['pods'] });
+  await other.close();
+  const fill = await ipcRequest<AssignReply>(d.socket, 'ipam.assign', { handle: 'fill', num4: 13, pools: ['pods'] });
+  t.ok(fill.ips.every((x) => !x.borrowed), "node-ui's block filled");
+  const lent = await ipcRequest<AssignReply>(d.socket, 'ipam.assign', { handle: 'borrower', pools: ['pods'] });
+  t.equal(lent.ips[0]!.block, b.ipv4[0]!.block, "the next address is in node-b's block");
+  const seen = await waitFor('the borrowed address in /overview', async () => {
+    const x = (await d.get('/overview')).body;
+    return x.ipam.borrowed.length > 0 && x;
+  }, 20_000, 100);
+  t.same(seen.ipam.borrowed, [{ address: lent.ips[0]!.ip, block: b.ipv4[0]!.block, from: 'node-b' }], 'borrowed, with block and host');
+  t.same(seen.ipam.blocks.map((x: { cidr: string }) => x.cidr), [o.ipam.blocks[0].cidr], "node-b's block is not listed as this node's");
+  t.match(seen.ipam.pools, [{ name: 'pods', blocks: 2, allocated: 18 }]);
 });
