@@ -7,7 +7,7 @@
 // its utilisation, a lookup for an address in BIRD's prefix returns it, garbage in the lookup box shows the daemon's
 // error, a warning made of HTML shows as text. A screenshot is saved (its path printed; copied to
 // $BLOCKSPEAKER_ARTIFACTS when set). Then BIRD stops and the page turns the peer down within two refreshes of the
-// daemon knowing it.
+// daemon knowing it, and when the daemon stops the page says it is unreachable and keeps its last view.
 //
 // Needs root, bird2, iproute2 and chromium; interopGate/REQUIRE_PEERS=1 decide skip vs fail.
 import t from 'tap';
@@ -165,5 +165,10 @@ ipc: { path: ${sock} }
     const exited = new Promise<number | null>((r) => daemon.once('exit', (code) => r(code)));
     daemon.kill('SIGINT');
     t.equal(await exited, 0, 'the daemon stopped cleanly');
+    // ---- the daemon gone: the page says so (and keeps retrying, with back-off) instead of going blank
+    const conn = await until<string>('the page reporting the daemon unreachable',
+      `(() => { const c = document.getElementById('conn'); return c.classList.contains('down') && c.textContent; })()`);
+    t.match(conn, /^daemon unreachable \(.+\); retrying in \d+ s$/, conn);
+    t.ok(await dom<boolean>(`document.querySelector('tr[data-peer="${link.peer.v4}"]') !== null`), 'the last view stays on the page');
   });
 }
