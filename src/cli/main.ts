@@ -9,6 +9,7 @@ const groups: Record<string, { describe: string; load: () => Promise<Group> }> =
   hns: { describe: 'Windows HNS programming: plan operations from actual and desired state', load: () => import('./hns.ts') },
   run: { describe: 'run the node daemon: blockspeaker run -c FILE', load: () => import('./run.ts') },
   bgp: { describe: 'BGP tools (decode: hex messages to JSON)', load: () => import('./bgp.ts') },
+  top: { describe: 'the running daemon at a glance, redrawn every second (--once: one frame)', load: () => import('./top.ts') },
   show: { describe: 'ask the running daemon: show peers | route [for ADDR] | ipam | status', load: () => import('./show.ts') },
   daemon: { describe: 'control the running daemon: daemon stop [--withdraw] | reload', load: () => import('./daemon.ts') },
 };

@@ -84,7 +84,7 @@ export function table(head: string[], rows: (string | number)[][]): string {
 const out = (s: string) => process.stdout.write(s);
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
 
-function duration(s: number): string {
+export function duration(s: number): string {
   if (s <= 0) return '-';
   const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60);
   return d ? `${d}d${h}h` : h ? `${h}h${m}m` : `${m}m${s % 60}s`;

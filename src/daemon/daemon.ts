@@ -28,6 +28,7 @@ import { formatIP, formatPrefix, maxLen, parseIP, parsePrefix, type IP, type Pre
 import type { Rib } from '../rib/rib.ts';
 import { HttpError, StatusServer } from '../status/http.ts';
 import { hostPlatform, type Platform } from '../platform/platform.ts';
+import { addStatusPage } from '../status/ui/serve.ts';
 import { openStore } from '../store/open.ts';
 import { layoutByName } from '../ipam/layouts.ts';
 import { startCalicoLayout } from '../ipam/calico/start.ts';
@@ -37,6 +38,7 @@ import { resourceKeys } from '../ipam/calico/resources.ts';
 import type { Store } from '../store/types.ts';
 import { IpamAnnouncer } from './announcer.ts';
 import { lazyMetrics, type MetricsSource } from './metrics.ts';
+import { overview, type Overview } from './overview.ts';
 
 export interface DaemonOptions {
   /** The config file (re-read on reload). */
@@ -184,6 +186,8 @@ export class Daemon {
     });
     this.status.route('/metrics', async () => this.metrics());
     this.status.route('/warnings', () => ({ body: this.warnings }));
+    this.status.route('/overview', async () => ({ body: await this.overview() }));
+    addStatusPage(this.status);
   }
 
   private warn(msg: string): void {
@@ -299,6 +303,7 @@ export class Daemon {
       'show.status': () => ({ node: this.cfg.node.name, asn: this.cfg.bgp?.asn ?? null, routerId: this.cfg.bgp?.routerId ?? null,
         pid: process.pid, uptime: Math.floor((Date.now() - this.startedAt) / 1000), ready: this.ready() }),
       ...(this.opts.controls ? controlHandlers(this.opts.controls) : {}),
+      'show.overview': () => this.overview(),
     };
     this.ipc = await startIpcServer({
       path,
@@ -435,6 +440,17 @@ export class Daemon {
 
   // ---- views ----------------------------------------------------------------------------------------------------
 
+  /** The status page's and `blockspeaker top`'s snapshot (src/daemon/overview.ts). */
+  overview(): Promise<Overview> {
+    return overview({
+      version: this.opts.version, startedAt: this.startedAt, now: Date.now, node: () => this.cfg.node,
+      bgp: () => (this.cfg.bgp ? { asn: this.cfg.bgp.asn, routerId: this.cfg.bgp.routerId } : null),
+      ready: () => this.ready(), peers: () => this.speaker?.peers() ?? [], routes: () => this.speaker?.rib.size ?? 0,
+      pools: () => (this.ipam ? this.poolUsage() : null), blocks: () => (this.ipam ? this.blockUsage() : null),
+      announced: () => this.localPrefixes, dataplane: () => this.dataplaneStatus(), warnings: () => this.warnings,
+    });
+  }
+
   ready(): { ready: boolean; store: boolean; speaker: boolean; dataplane: boolean } {
     const r = this.readiness;
     return { ready: r.store && r.speaker && r.dataplane && !this.stopped, ...r };
@@ -500,6 +516,11 @@ export class Daemon {
       dataplaneErrors: () => this.dataplaneErrors,
       dataplaneLastSuccess: () => this.dataplaneLastSuccess,
       ready: () => this.ready().ready,
+      blockUsage: async () => (this.ipam ? this.blockUsage(this.cfg.node.name) : []),
+      nodeInfo: () => {
+        const b = this.cfg.bgp;
+        return { node: this.cfg.node.name, os: this.cfg.node.os, asn: b ? String(b.asn) : '', router_id: b?.routerId ?? '', version: this.opts.version };
+      },
     };
   }
 

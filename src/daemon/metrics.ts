@@ -14,6 +14,10 @@ export interface MetricsSource {
   /** ms since the epoch, null: never. */
   dataplaneLastSuccess(): number | null;
   ready(): boolean;
+  /** This node's affine blocks with their address counts. */
+  blockUsage(): Promise<Array<{ cidr: string; pool: string; allocated: number; free: number; reserved: number }>>;
+  /** Labels of blockspeaker_node_info. */
+  nodeInfo(): { node: string; os: string; asn: string; router_id: string; version: string };
 }
 
 const STATE_NUMBER: Record<string, number> = { Idle: 1, Connect: 2, Active: 3, OpenSent: 4, OpenConfirm: 5, Established: 6 };
@@ -70,6 +74,21 @@ export async function buildMetrics(src: MetricsSource): Promise<Registry> {
       async collect() {
         this.reset();
         for (const p of await src.poolUsage()) this.set({ pool: p.name }, p.blocks);
+      } });
+    new Gauge({ name: 'blockspeaker_ipam_block_addresses', help: "Addresses in this node's affine blocks, by block and state (allocated, free, reserved)",
+      labelNames: ['block', 'pool', 'state'], registers: [reg],
+      async collect() {
+        this.reset();
+        for (const b of await src.blockUsage()) {
+          for (const k of ['allocated', 'free', 'reserved'] as const) this.set({ block: b.cidr, pool: b.pool, state: k }, b[k]);
+        }
+      } });
+    // Always 1; its labels let dashboards name a scrape target by node (`* on(instance) group_left(node)`).
+    new Gauge({ name: 'blockspeaker_node_info', help: 'This node: name, OS, ASN, router ID and version as labels (value 1)',
+      labelNames: ['node', 'os', 'asn', 'router_id', 'version'], registers: [reg],
+      collect() {
+        this.reset();
+        this.set(src.nodeInfo(), 1);
       } });
     new Gauge({ name: 'blockspeaker_announced_prefixes', help: 'Prefixes this node announces from IPAM (blocks and borrowed host routes)', registers: [reg],
       collect() {

@@ -27,6 +27,8 @@ export interface Reply {
   body: unknown;
   /** Default application/json (body is JSON-encoded); text/* bodies are sent as they are. */
   contentType?: string;
+  /** Extra response headers (e.g. the status page's content-security-policy). */
+  headers?: Record<string, string>;
 }
 
 export type Handler = (url: URL, req: IncomingMessage) => Reply | Promise<Reply>;
@@ -125,7 +127,7 @@ export class StatusServer {
       const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
       url.pathname = path; // handlers see "/peers/10.0.0.2" for "/peers/10.0.0.2/" too
       const handler = this.exact.get(path) ?? this.prefixed.find(([p]) => path.startsWith(p) && path.length > p.length)?.[1];
-      if (!handler) throw new HttpError(404, `no such endpoint: ${url.pathname} (try /status, /peers, /routes, /healthz)`);
+      if (!handler) throw new HttpError(404, `no such endpoint: ${url.pathname} (try /, /status, /peers, /routes, /healthz)`);
       if (req.method !== 'GET' && req.method !== 'HEAD') {
         res.setHeader('allow', 'GET, HEAD');
         throw new HttpError(405, `${req.method} not allowed`);
@@ -137,7 +139,7 @@ export class StatusServer {
     }
     const type = reply.contentType ?? 'application/json';
     const body = type === 'application/json' ? JSON.stringify(reply.body, null, 2) + '\n' : String(reply.body);
-    res.writeHead(reply.status ?? 200, { 'content-type': `${type}; charset=utf-8`, 'cache-control': 'no-store' });
+    res.writeHead(reply.status ?? 200, { ...reply.headers, 'content-type': `${type}; charset=utf-8`, 'cache-control': 'no-store' });
     res.end(req.method === 'HEAD' ? undefined : body);
   }
 }
