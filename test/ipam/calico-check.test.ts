@@ -1,15 +1,12 @@
 // `ipam check` on a Calico-layout datastore: every kind of problem calicoctl ipam check reports is found and named,
 // notes are not problems, nothing is repaired; and the real `blockspeaker ipam --layout calico` command on etcd.
 import t from 'tap';
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { checkCalico } from '../../src/ipam/calico/check.ts';
 import { calicoKeys } from '../../src/ipam/calico/model.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { openStore } from '../../src/store/open.ts';
 import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
-import { calicoCluster, handle, linuxBlockA, linuxBlockB } from './calico-fixtures.ts';
+import { calicoCluster, handle, ipamCli, linuxBlockA, linuxBlockB } from './calico-fixtures.ts';
 
 async function loaded(): Promise<MemoryStore> {
   const store = new MemoryStore();
@@ -60,14 +57,6 @@ t.test('allocations and unallocated that disagree are a problem', async (t) => {
   t.ok(r.problems.some((p) => p.includes('10.244.0.0-26: allocations and unallocated disagree: ordinal 3 is neither allocated nor in unallocated')));
 });
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [join(ROOT, 'bin', 'blockspeaker.js'), 'ipam', ...args], { cwd: ROOT, timeout: 60_000 }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout: String(stdout), stderr: String(stderr) }));
-  });
-}
-
 t.test('blockspeaker ipam --layout calico on a real etcd: assign, check, release', async (t) => {
   if (!etcdGate(t)) return;
   const etcd = await EtcdCluster.start(t);
@@ -75,18 +64,18 @@ t.test('blockspeaker ipam --layout calico on a real etcd: assign, check, release
   t.teardown(() => store.close());
   for (const kv of calicoCluster(true)) await store.put(kv.key, kv.value);
   const s = `calico+${etcd.url}`;
-  const a = await cli(['--store', s, 'assign', '--host', 'win-c', '--num4', '2', '--handle', 'pod-x']);
+  const a = await ipamCli(['--store', s, 'assign', '--host', 'win-c', '--num4', '2', '--handle', 'pod-x']);
   t.equal(a.code, 0, a.stderr);
   t.same(JSON.parse(a.stdout).ipv4, ['10.244.0.131/26', '10.244.0.132/26']);
-  const c = await cli(['--store', etcd.url, '--layout', 'calico', 'check']);
+  const c = await ipamCli(['--store', etcd.url, '--layout', 'calico', 'check']);
   t.equal(c.code, 0, c.stderr);
   t.same(JSON.parse(c.stdout).problems, []);
   t.equal(JSON.parse(c.stdout).allocated, 6);
   await store.delete(calicoKeys.handle('pod-x'));
-  const bad = await cli(['--store', s, 'check']);
+  const bad = await ipamCli(['--store', s, 'check']);
   t.equal(bad.code, 1, 'exit 1 when there are problems');
   t.match(JSON.parse(bad.stdout).problems.join('\n'), /2 address\(es\) in block 10\.244\.0\.128\/26 have handle pod-x, which does not exist/);
-  const plain = await cli(['--store', etcd.url, 'check']);
+  const plain = await ipamCli(['--store', etcd.url, 'check']);
   t.not(plain.code, 0);
   t.match(plain.stderr, /ipam check verifies a Calico-layout datastore: use --layout calico/);
 });

@@ -1,11 +1,9 @@
 // Moving IPAM between layouts: blockspeaker's own keys -> Calico's etcd layout -> back, with every address keeping
 // its handle and host, Windows reservations carried as Calico's, and a target that already holds a key refused.
 import t from 'tap';
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Ipam } from '../../src/ipam/ipam.ts';
 import { blockspeakerLayout } from '../../src/ipam/layout.ts';
 import { calicoLayout } from '../../src/ipam/calico/layout.ts';
@@ -16,7 +14,7 @@ import { MemoryStore } from '../../src/store/memory.ts';
 import { openStore } from '../../src/store/open.ts';
 import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
 import { checkInvariants } from './invariants.ts';
-import { calicoCluster } from './calico-fixtures.ts';
+import { calicoCluster, ipamCli } from './calico-fixtures.ts';
 
 const OS = new Map([['lin-a', 'linux'], ['win-b', 'windows'], ['linux-a', 'linux'], ['linux-b', 'linux'], ['win-c', 'windows']]);
 
@@ -82,19 +80,13 @@ t.test('a target that holds one of the keys is refused before anything is writte
   await t.rejects(migrateLayout({ store: micro.store, layout: blockspeakerLayout }, { store: new MemoryStore(), layout: calicoLayout() }), /pool m: the calico layout cannot keep a perBlock reservation/);
 });
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const cli = (args: string[]) =>
-  new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
-    execFile(process.execPath, [join(ROOT, 'bin', 'blockspeaker.js'), 'ipam', ...args], { cwd: ROOT, timeout: 60_000 }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout: String(stdout), stderr: String(stderr) })));
-
 t.test('blockspeaker ipam migrate --to calico+etcd:// and back, on a real etcd', async (t) => {
   if (!etcdGate(t)) return;
   const etcd = await EtcdCluster.start(t);
   const dir = mkdtempSync(join(tmpdir(), 'bs-mig-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const step = async (...args: string[]) => {
-    const r = await cli(args);
+    const r = await ipamCli(args);
     t.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
     return r.stdout ? JSON.parse(r.stdout) : undefined;
   };
