@@ -3,8 +3,9 @@
 // installed and the peers may hold ours as stale: start as a graceful-restart "restarting speaker" (R bit).
 //
 // It records the boot it was written in, so a marker that survived a reboot (Windows has no tmpfs /run) is
-// ignored, and it is keyed by the store it guards (not by node name alone), so two daemons with the same node
-// name on different stores do not share one, and a second daemon on the same store is refused.
+// ignored, and it is keyed by the store it guards and the node name (not by node name alone), so two daemons with
+// the same node name on different stores (as in tests) do not share one, daemons of different nodes may share a
+// store directory (a supported layout), and a second daemon of the same node on the same store is refused.
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathKey, type Platform } from './platform.ts';
@@ -29,11 +30,16 @@ export interface Claim {
   note?: string;
 }
 
-/** The thing a daemon's marker guards: its store (etcd: per node, since many nodes share one etcd). */
+/** The thing a daemon's marker guards: this node's state in its store (or its config file, without a store). */
 export function markerSubject(store: string | undefined, node: string, configFile: string): string {
-  if (store === undefined) return `config:${path.resolve(configFile)}`;
-  if (/^etcds?:\/\//.test(store)) return `${store}#${node}`;
-  return `file:${path.resolve(store)}`;
+  const base = store === undefined ? `config:${path.resolve(configFile)}` : /^etcds?:\/\//.test(store) ? store : `file:${path.resolve(store)}`;
+  return `${base}#${node}`;
+}
+
+/** "node-a on /var/lib/blockspeaker" from a subject. */
+function describe(guards: string): string {
+  const i = guards.lastIndexOf('#');
+  return `${guards.slice(i + 1)} on ${guards.slice(0, i).replace(/^(file|config):/, '')}`;
 }
 
 export class RunMarker {
@@ -60,7 +66,7 @@ export class RunMarker {
         claim = { restarted: false, note: `marker ${this.path} is from an earlier boot: our routes are gone, a fresh start` };
       } else if (prev.pid > 0 && prev.pid !== process.pid && p.processAlive(prev.pid)) {
         throw new RunMarkerError(
-          `another blockspeaker daemon (pid ${prev.pid}) is running on ${this.guards.replace(/^file:/, '')} ` +
+          `another blockspeaker daemon (pid ${prev.pid}) is running as ${describe(this.guards)} ` +
             `(marker ${this.path}); stop it first, or remove the marker if pid ${prev.pid} is not blockspeaker`,
         );
       } else {

@@ -80,7 +80,7 @@ ipc: false
   writeFileSync(join(dir, 'a2.yaml'), confA('10.1.0.0/24').replace(`port: ${bgpA}`, 'port: 0').replace(sockA, sockA2).replace(`127.0.0.1:${stA}`, '127.0.0.1:0'));
   const second = cli('run', '-c', join(dir, 'a2.yaml'), '--run-dir', dir);
   t.equal(second.status, 1, 'a second daemon on the same store');
-  t.match(second.stderr, new RegExp(`another blockspeaker daemon \\(pid ${a.child.pid}\\) is running on ${storeA}`));
+  t.match(second.stderr, new RegExp(`another blockspeaker daemon \\(pid ${a.child.pid}\\) is running as node-a on ${storeA}`));
   t.same(contents(storeA), before, 'the store is untouched');
   t.notOk(existsSync(sockA2), 'no control socket made');
 

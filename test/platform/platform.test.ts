@@ -81,6 +81,7 @@ t.test('run marker: keyed by the store, records the boot, refuses a live daemon 
   const subject = markerSubject('/srv/state-a', 'node-a', 'x.yaml');
   const m = new RunMarker(dir, 'node-a', subject, p);
   t.not(m.path, new RunMarker(dir, 'node-a', markerSubject('/srv/state-b', 'node-a', 'x.yaml'), p).path, 'same node name, other store: another marker');
+  t.not(m.path, new RunMarker(dir, 'node-b', markerSubject('/srv/state-a', 'node-b', 'x.yaml'), p).path, 'other node sharing the store: another marker');
   t.same(m.claim(), { restarted: false }, 'first start: fresh');
   t.equal(m.read()?.boot, p.bootId());
   // the process died without a full stop (crash, or a restart-stop): same boot -> restarting speaker
@@ -95,7 +96,7 @@ t.test('run marker: keyed by the store, records the boot, refuses a live daemon 
   const before = fs.readFileSync(m.path, 'utf8');
   alive = true;
   t.throws(() => m.claim(), RunMarkerError);
-  t.throws(() => m.claim(), { message: /another blockspeaker daemon \(pid 4242\) is running on \/srv\/state-a \(marker .*\)/ });
+  t.throws(() => m.claim(), { message: /another blockspeaker daemon \(pid 4242\) is running as node-a on \/srv\/state-a \(marker .*\)/ });
   t.equal(fs.readFileSync(m.path, 'utf8'), before, 'nothing written');
   // an old plain-pid marker still reads
   fs.writeFileSync(m.path, '123\n');
