@@ -7,7 +7,7 @@
   hosted by NSSM (the Non-Sucking Service Manager, nssm.exe), the wrapper Windows Kubernetes nodes commonly already
   use for kubelet, kube-proxy and Calico. NSSM runs
       blockspeaker.exe run -c C:\ProgramData\blockspeaker\node.yaml
-  as LocalSystem, and on a service stop sends the program Ctrl+C, which blockspeaker treats as a restart: BGP
+  as LocalSystem, and on a service stop sends the program Ctrl+C, which blockspeaker is to treat as a restart: BGP
   sessions close without a NOTIFICATION so graceful-restart peers keep this node's routes. To take the node away
   for good (Cease to every peer, routes withdrawn), run `blockspeaker.exe daemon stop --withdraw` before stopping.
   A crash or unexpected exit is restarted by NSSM, and by the SCM's failure actions if NSSM itself dies.

@@ -69,11 +69,12 @@ if (windowsReady(t)) {
     fs.rmSync(path.join(driveC(), storeName), { recursive: true, force: true });
   });
 
-  t.test('CLI help, CNI VERSION, and a CNI ADD with no daemon is a CNI error, not a stack trace', async (t) => {
-    const [help, version, noDaemon] = await Promise.all([
+  t.test('CLI help, CNI VERSION; a CNI ADD with no daemon and a missing config are clear errors, not stack traces', async (t) => {
+    const [help, version, noDaemon, noConfig] = await Promise.all([
       runWine(exe.cli, ['--help']),
       cni('VERSION', '', JSON.stringify({ cniVersion: '1.0.0' })),
       cni('ADD', 'nodaemon1', netConf({ ipam: { type: 'blockspeaker-cni', socket: `\\\\.\\pipe\\bs-none-${process.pid}` } })),
+      runWine(exe.cli, ['run', '-c', `C:\\bs-missing-${process.pid}.yaml`]),
     ]);
     t.equal(help.code, 0, help.stderr);
     t.match(help.stdout, /^usage: blockspeaker <command>/);
@@ -87,6 +88,10 @@ if (windowsReady(t)) {
     t.match(err, { cniVersion: '1.1.0', code: Number, msg: String });
     t.match(err.msg, /bs-none-/, 'the error names the pipe it could not reach');
     t.notMatch(noDaemon.stdout + noDaemon.stderr, /\n\s+at /, 'no stack trace');
+
+    t.not(noConfig.code, 0, 'a missing config file: non-zero exit');
+    t.match(noConfig.stderr, new RegExp(`^blockspeaker: .*bs-missing-${process.pid}\\.yaml`), 'one line naming the file');
+    t.notMatch(noConfig.stderr, /\n\s+at /, 'no stack trace');
   });
 
   t.test('daemon on a Windows node config: IPAM over the default pipe, CNI ADD/CHECK/DEL/GC', async (t) => {
