@@ -14,6 +14,20 @@ import { parsePrefix } from '../../src/net/ip.ts';
 import { openFileStore } from '../../src/store/file.ts';
 import { freePort, waitFor as waitForShared } from '../lib/wait.ts';
 
+
+/** Run node with args, without blocking the event loop; resolves with the exit status and output. */
+function runAsync(args: string[], env: NodeJS.ProcessEnv): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
 const bin = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
 // The sources under test, whatever an older dist/ holds.
 const env = { ...process.env, BLOCKSPEAKER_FROM_SOURCE: '1' };
@@ -154,10 +168,11 @@ ipc: { path: ${sock} }
   t.match(m, /# TYPE blockspeaker_bgp_updates_total counter/);
 
   // ---- the CLI over the socket
-  const show = spawnSync(process.execPath, [bin, 'show', '--socket', sock, 'ipam'], { encoding: 'utf8', env });
+  // Async children: a spawnSync would stop this process's in-process BGP peer from sending keepalives (hold 9 s).
+  const show = await runAsync([bin, 'show', '--socket', sock, 'ipam'], env);
   t.equal(show.status, 0, show.stderr);
   t.match(show.stdout, new RegExp(`${block.replace(/\./g, '\\.')}\\s+p4\\s+node-a\\s+1\\s+63`));
-  const peersJson = spawnSync(process.execPath, [bin, 'show', '--socket', sock, '--json', 'peers'], { encoding: 'utf8', env });
+  const peersJson = await runAsync([bin, 'show', '--socket', sock, '--json', 'peers'], env);
   t.match(JSON.parse(peersJson.stdout), [{ address: '127.0.0.3', state: 'Established' }]);
 
   // ---- a borrowed address: announced as a /32, withdrawn on release. Pool "tiny" holds two /29 blocks; node-b
