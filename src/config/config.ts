@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import { isMap, isSeq, LineCounter, parseDocument, stringify, type Node as YamlNode } from 'yaml';
 import { formatIP, formatPrefix, maxLen, parseIP, parsePrefix, type Family } from '../net/ip.ts';
 import { Checker, isPlainObject, show, type ConfigIssue, type Path } from './check.ts';
+import { nodeBgpSection } from './node-bgp.ts';
 import type {
   AddressFamily, BgpConfig, Config, DataplaneConfig, IpamConfig, IpcConfig, ListenAddress, NodeConfig, PeerConfig,
   PeerGracefulRestart, PoolConfig, PrefixRule, ReservationConfig, StatusConfig,
@@ -104,7 +105,7 @@ function validateConfig(c: Checker, v: unknown): Config | undefined {
 function nodeSection(c: Checker, v: unknown): NodeConfig {
   const def: NodeConfig = { name: hostname(), os: process.platform === 'win32' ? 'windows' : 'linux', labels: {} };
   if (v === undefined || v === null) return def;
-  const o = c.object(['node'], v, ['name', 'os', 'labels']);
+  const o = c.object(['node'], v, ['name', 'os', 'labels', 'bgp']);
   if (!o) return def;
   const name = c.opt(o.name, def.name, (x) => {
     const s = c.string(['node', 'name'], x);
@@ -126,7 +127,8 @@ function nodeSection(c: Checker, v: unknown): NodeConfig {
       }
     }
   }
-  return { name, os, labels };
+  const bgp = o.bgp === undefined || o.bgp === null ? undefined : nodeBgpSection(c, ['node', 'bgp'], o.bgp);
+  return bgp ? { name, os, labels, bgp } : { name, os, labels };
 }
 
 // ---- bgp -------------------------------------------------------------------------------------------------------
@@ -249,7 +251,7 @@ function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart 
   return p;
 }
 
-const BGP_FIELDS = ['asn', 'routerId', 'listen', 'gracefulRestart', 'peers', 'announce'] as const;
+const BGP_FIELDS = ['asn', 'routerId', 'listen', 'gracefulRestart', 'peers', 'announce', 'nodeToNodeMeshEnabled'] as const;
 
 function bgpSection(c: Checker, v: unknown): BgpConfig | undefined {
   const o = c.object(['bgp'], v, BGP_FIELDS, ['asn', 'routerId']);
@@ -278,8 +280,9 @@ function bgpSection(c: Checker, v: unknown): BgpConfig | undefined {
     });
   }
   const announce = c.list(['bgp', 'announce'], o.announce, (p, x) => prefix(c, p, x));
+  const mesh = c.opt(o.nodeToNodeMeshEnabled, undefined as boolean | undefined, (x) => c.bool(['bgp', 'nodeToNodeMeshEnabled'], x));
   if (localAs === undefined || routerId === undefined || lst === undefined || gr === undefined) return undefined;
-  return {
+  const out: BgpConfig = {
     asn: localAs,
     routerId,
     listen: lst && lst.port !== 0 ? lst : false,
@@ -287,6 +290,8 @@ function bgpSection(c: Checker, v: unknown): BgpConfig | undefined {
     peers,
     announce: [...new Set(announce)],
   };
+  if (mesh !== undefined) out.nodeToNodeMeshEnabled = mesh;
+  return out;
 }
 
 // ---- ipam ------------------------------------------------------------------------------------------------------

@@ -22,6 +22,18 @@ export interface NodeConfig {
   name: string;
   os: NodeOS;
   labels: Record<string, string>;
+  /** The node's BGP identity as registered in the cluster (Calico's Node spec.bgp); absent parts are autodetected. */
+  bgp?: NodeBgpConfig;
+}
+
+export interface NodeBgpConfig {
+  /** "A.B.C.D/LEN". Absent: the address of the interface holding the default route. */
+  ipv4Address?: string;
+  ipv6Address?: string;
+  /** Absent: bgp.asn. */
+  asNumber?: number;
+  /** Makes this node a route reflector with this cluster ID (IPv4 dotted quad). */
+  routeReflectorClusterID?: string;
 }
 
 export interface ListenAddress {
@@ -70,6 +82,8 @@ export interface BgpConfig {
   peers: PeerConfig[];
   /** Static routes announced as local routes. */
   announce: string[];
+  /** Calico's node-to-node mesh. Absent: on when ipam.store is shared (etcd), off for the embedded store. */
+  nodeToNodeMeshEnabled?: boolean;
 }
 
 export type ReservationConfig =

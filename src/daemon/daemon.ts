@@ -31,6 +31,7 @@ import { HttpError, StatusServer } from '../status/http.ts';
 import { openStore } from '../store/open.ts';
 import type { Store } from '../store/types.ts';
 import { IpamAnnouncer } from './announcer.ts';
+import { ClusterPeers } from './cluster.ts';
 
 export interface DaemonOptions {
   /** The config file (re-read on reload). */
@@ -123,6 +124,8 @@ export class Daemon {
   store: Store | null = null;
   ipam: Ipam | null = null;
   announcer: IpamAnnouncer | null = null;
+  /** Node registry and mesh peers (whenever there is a store). */
+  cluster: ClusterPeers | null = null;
   readonly status: StatusServer;
   readonly metrics = new Registry();
   /** Config problems that do not stop the daemon (a pool that differs from the store's, Calico fields we ignore). */
@@ -165,6 +168,7 @@ export class Daemon {
     });
     this.status.route('/metrics', async () => ({ body: await this.metrics.metrics(), contentType: this.metrics.contentType.split(';')[0] }));
     this.status.route('/warnings', () => ({ body: this.warnings }));
+    this.status.route('/cluster', () => ({ body: this.cluster?.status() ?? null }));
     this.setupMetrics();
   }
 
@@ -185,6 +189,7 @@ export class Daemon {
       this.log.info({ asn: cfg.bgp.asn, routerId: cfg.bgp.routerId, listen: this.speaker.listening(), peers: cfg.bgp.peers.length,
         announce: cfg.bgp.announce.length }, 'bgp started');
     } else this.log.warn('no bgp section: the speaker does not run');
+    if (this.store) await this.startCluster();
     this.readiness.speaker = true;
     if (this.ipam) {
       this.announcer = new IpamAnnouncer(this.ipam, cfg.node.name, {
@@ -239,6 +244,19 @@ export class Daemon {
         this.warn(`pool ${p.name}: the store has ${cur.cidr} /${cur.blockSize} (disabled ${cur.disabled}), the config ${p.cidr} /${p.blockSize} (disabled ${p.disabled}); the store's settings are used`);
       }
     }
+  }
+
+  private async startCluster(): Promise<void> {
+    const cluster = new ClusterPeers({
+      store: this.store!,
+      applyPeers: async (bgp) => {
+        if (this.speaker) await this.speaker.reconfigure(bgp);
+      },
+      warn: (m) => this.warn(m),
+      info: (m, f) => this.log.info(f ?? {}, m),
+    });
+    await cluster.start(this.cfg);
+    this.cluster = cluster;
   }
 
   private newSpeaker(bgp: NonNullable<Config['bgp']>, restarted: boolean): Speaker {
@@ -556,7 +574,8 @@ export class Daemon {
         await this.ensurePools(this.ipam, ic.pools);
         await this.ipam.setHost({ name: next.node.name, os: next.node.os, labels: next.node.labels });
       }
-      if (this.speaker && next.bgp) await this.speaker.reconfigure(next.bgp);
+      if (this.speaker && next.bgp && this.cluster) await this.cluster.reconfigure(next);
+      else if (this.speaker && next.bgp) await this.speaker.reconfigure(next.bgp);
       else if (this.speaker && !next.bgp) {
         await this.speaker.stop({ graceful: true });
         this.speaker = null;
@@ -611,6 +630,7 @@ export class Daemon {
       step('control socket', () => this.ipc?.close()),
     ]);
     this.announcer?.stop();
+    this.cluster?.close();
     this.unfollow?.();
     await step('dataplane', async () => {
       await this.linux?.reconciler.stop();
