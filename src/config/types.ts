@@ -70,6 +70,10 @@ export interface PeerConfig {
   import?: PrefixRule[];
   /** Absent = export everything. */
   export?: PrefixRule[];
+  /** Source address of our connections (Calico BGPPeer sourceAddress: UseNodeIP; the mesh). Absent: the OS's. */
+  localAddress?: string;
+  /** Toward an iBGP peer, next hop self on routes learned from eBGP too (Calico nextHopMode: Self). */
+  nextHopSelf?: boolean;
 }
 
 export interface BgpConfig {
@@ -84,6 +88,21 @@ export interface BgpConfig {
   announce: string[];
   /** Calico's node-to-node mesh. Absent: on when ipam.store is shared (etcd), off for the embedded store. */
   nodeToNodeMeshEnabled?: boolean;
+  /** From Calico BGPPeers with a peerSelector: peer with the registered nodes the selector matches. */
+  selectorPeers?: SelectorPeerConfig[];
+}
+
+export interface SelectorPeerConfig {
+  name: string;
+  peerSelector: string;
+  /** The peer nodes' AS when set; else each node's own (or the cluster default). */
+  asn?: number;
+  port: number;
+  holdTime: number;
+  gracefulRestart: PeerGracefulRestart | false;
+  import?: PrefixRule[];
+  export?: PrefixRule[];
+  nextHopSelf?: boolean;
 }
 
 export type ReservationConfig =

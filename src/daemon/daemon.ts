@@ -12,6 +12,7 @@ import { Counter, Gauge, Registry } from 'prom-client';
 import { describeAttrs } from '../bgp/codec/json.ts';
 import { Speaker, type Logger, type PeerStatus } from '../bgp/speaker.ts';
 import { importCalico } from '../config/calico.ts';
+import { applyCalicoImport } from './calico-merge.ts';
 import { ConfigError, loadConfig, type Config, type ListenAddress, type PoolConfig } from '../config/config.ts';
 import { buildDesired, type HnsConfig, RemoteRouteTable } from '../hns/desired.ts';
 import { FakeExecutor, FakeHns } from '../hns/fake.ts';
@@ -80,13 +81,14 @@ export function speakerLogger(log: Pino): Logger {
   };
 }
 
-/** Calico manifests named by ipam.calico, merged into the config (the config's own settings win). */
+/** Calico manifests named by ipam.calico, merged into the config (the config's own settings win, with a warning). */
 export function mergeCalico(cfg: Config, file: string, warn: (msg: string) => void): Config {
   const paths = cfg.ipam?.calico ?? [];
   if (!cfg.ipam || paths.length === 0) return cfg;
   const pools = [...cfg.ipam.pools];
   const ipam = { ...cfg.ipam, pools };
   let bgp = cfg.bgp ? { ...cfg.bgp, peers: [...cfg.bgp.peers] } : null;
+  let node = cfg.node;
   for (const rel of paths) {
     const path = resolvePath(dirname(file), rel);
     let text: string;
@@ -95,27 +97,15 @@ export function mergeCalico(cfg: Config, file: string, warn: (msg: string) => vo
     } catch (e) {
       throw new ConfigError(file, [{ path: 'ipam.calico', message: `cannot read ${path}: ${(e as Error).message}` }]);
     }
-    const imp = importCalico(text, path, cfg.node.name, cfg.node.labels);
-    for (const w of imp.warnings) warn(`${path}: ${w}`);
-    for (const p of imp.pools) {
-      if (pools.some((x) => x.name === p.name)) warn(`${path}: pool ${p.name} is also in the config file; the config's wins`);
-      else pools.push(p);
-    }
-    if (imp.ipam.strictAffinity !== undefined) ipam.strictAffinity = imp.ipam.strictAffinity;
-    if (imp.ipam.maxBlocksPerHost !== undefined) ipam.maxBlocksPerHost = imp.ipam.maxBlocksPerHost;
-    if (imp.ipam.autoAllocateBlocks !== undefined) ipam.autoAllocateBlocks = imp.ipam.autoAllocateBlocks;
-    if (bgp) {
-      if (imp.asn !== undefined && imp.asn !== bgp.asn) warn(`${path}: BGPConfiguration asNumber ${imp.asn} differs from bgp.asn ${bgp.asn}; bgp.asn is used`);
-      for (const p of imp.peers) {
-        if (bgp.peers.some((x) => x.address === p.address)) warn(`${path}: peer ${p.address} is also in the config file; the config's wins`);
-        else bgp.peers.push(p);
-      }
-    } else if (imp.peers.length || imp.asn !== undefined) {
+    const nodeIPs = { ipv4: node.bgp?.ipv4Address, ipv6: node.bgp?.ipv6Address };
+    const imp = importCalico(text, path, node.name, node.labels, nodeIPs);
+    applyCalicoImport(imp, path, { pools, ipam, node: (n) => (node = n), getNode: () => node, bgp }, warn);
+    if (!bgp && (imp.peers.length || imp.asn !== undefined || imp.selectorPeers.length)) {
       warn(`${path}: BGP peers/ASN ignored: the config has no bgp section (it needs at least a routerId)`);
     }
   }
   bgp = bgp ?? null;
-  return { ...cfg, ipam, bgp };
+  return { ...cfg, node, ipam, bgp };
 }
 
 export class Daemon {
