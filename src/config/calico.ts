@@ -345,8 +345,11 @@ function importPeer(
       return ctx.fail(f, (e as Error).message);
     }
   }
-  if (typeof spec.node === 'string' && spec.node !== nodeName) return; // a peering of another node
-  if (typeof spec.nodeSelector === 'string' && !parseSelector(spec.nodeSelector)(nodeLabels)) return;
+  // A selector peering is kept whichever node it is for: the cluster also peers in reverse (a route reflector
+  // matched by peerSelector peers with the nodes nodeSelector matches).
+  const forUs = (typeof spec.node !== 'string' || spec.node === nodeName) &&
+    (typeof spec.nodeSelector !== 'string' || parseSelector(spec.nodeSelector)(nodeLabels));
+  if (!forUs && spec.peerSelector === undefined) return;
   // Session settings shared by address peers and selector peers.
   let holdTime = 90;
   if (spec.keepaliveTime !== undefined) {
@@ -380,6 +383,8 @@ function importPeer(
   if (spec.peerSelector !== undefined) {
     if (spec.peerIP !== undefined) return ctx.fail('peerSelector', 'give peerIP or peerSelector, not both');
     const sp: SelectorPeer = { name, peerSelector: String(spec.peerSelector), port: 179, holdTime, gracefulRestart: restart };
+    if (typeof spec.node === 'string') sp.node = spec.node;
+    if (typeof spec.nodeSelector === 'string') sp.nodeSelector = spec.nodeSelector;
     if (spec.asNumber !== undefined) {
       const a = parseAsNumber(spec.asNumber);
       if (a === undefined) return ctx.fail('asNumber', `must be 1..4294967295, got ${JSON.stringify(spec.asNumber)}`);

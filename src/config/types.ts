@@ -74,6 +74,8 @@ export interface PeerConfig {
   localAddress?: string;
   /** Toward an iBGP peer, next hop self on routes learned from eBGP too (Calico nextHopMode: Self). */
   nextHopSelf?: boolean;
+  /** We are a route reflector (bgp.clusterId) and this peer is our client. */
+  routeReflectorClient?: boolean;
 }
 
 export interface BgpConfig {
@@ -90,11 +92,16 @@ export interface BgpConfig {
   nodeToNodeMeshEnabled?: boolean;
   /** From Calico BGPPeers with a peerSelector: peer with the registered nodes the selector matches. */
   selectorPeers?: SelectorPeerConfig[];
+  /** Route reflector cluster ID: set by the daemon from node.bgp.routeReflectorClusterID. */
+  clusterId?: string;
 }
 
 export interface SelectorPeerConfig {
   name: string;
   peerSelector: string;
+  /** Which nodes this peering is for (Calico BGPPeer node / nodeSelector); absent: every node. */
+  node?: string;
+  nodeSelector?: string;
   /** The peer nodes' AS when set; else each node's own (or the cluster default). */
   asn?: number;
   port: number;

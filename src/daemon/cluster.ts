@@ -2,7 +2,7 @@
 // the configured peers plus the mesh. Configured peers are passed through untouched, so speaker.reconfigure leaves
 // their sessions alone when only the mesh changes.
 import { detectAddress } from '../cluster/autodetect.ts';
-import { meshPeers, mergePeers } from '../cluster/mesh.ts';
+import { meshPeers, mergePeers, selectorPeers } from '../cluster/mesh.ts';
 import { ClusterError, type ClusterNode, type NodeLayout } from '../cluster/node.ts';
 import { NodeRegistry } from '../cluster/registry.ts';
 import type { BgpConfig, Config, PeerConfig } from '../config/types.ts';
@@ -103,14 +103,11 @@ export class ClusterPeers {
     const self = this.self;
     if (!bgp || !self) return;
     const nodes = this.registry.current;
-    const mesh = this.mesh
-      ? meshPeers(self, nodes.values(), {
-        defaultAsn: bgp.asn,
-        port: bgp.listen ? bgp.listen.port : 179,
-        holdTime: 90,
-        gracefulRestart: bgp.gracefulRestart,
-      })
-      : [];
+    const settings = { defaultAsn: bgp.asn, port: bgp.listen ? bgp.listen.port : 179, holdTime: 90, gracefulRestart: bgp.gracefulRestart };
+    const mesh = [
+      ...(this.mesh ? meshPeers(self, nodes.values(), settings) : []),
+      ...selectorPeers(self, nodes.values(), bgp.selectorPeers ?? [], settings),
+    ];
     const { peers, shadowed } = mergePeers(bgp.peers, mesh);
     for (const p of shadowed.filter((x) => !this.warnedShadow.has(x.address))) {
       this.warnedShadow.add(p.address);
@@ -118,6 +115,7 @@ export class ClusterPeers {
     }
     this.peers = mesh;
     const next: BgpConfig = { ...bgp, peers };
+    if (self.routeReflectorClusterID) next.clusterId = self.routeReflectorClusterID;
     this.chain = this.chain.then(() => this.deps.applyPeers(next)).catch((e) => this.deps.warn(`cluster: applying peers failed: ${(e as Error).message}`));
   }
 }

@@ -250,7 +250,8 @@ export class Daemon {
   }
 
   private newSpeaker(bgp: NonNullable<Config['bgp']>, restarted: boolean): Speaker {
-    const s = new Speaker(bgp, { logger: speakerLogger(this.log.child({ component: 'bgp' })), restarted });
+    const clusterId = this.cfg.node.bgp?.routeReflectorClusterID;
+    const s = new Speaker(clusterId ? { ...bgp, clusterId } : bgp, { logger: speakerLogger(this.log.child({ component: 'bgp' })), restarted });
     s.on('peer', (p: PeerStatus) => {
       if (this.peerStates.get(p.address) === p.state) return;
       this.peerStates.set(p.address, p.state);

@@ -2,7 +2,7 @@
 // configured peers winning over mesh peers; a property checks every pair of nodes against a simple oracle.
 import t from 'tap';
 import fc from 'fast-check';
-import { meshPeers, mergePeers, type MeshSettings } from '../../src/cluster/mesh.ts';
+import { meshPeers, mergePeers, selectorPeers, type MeshSettings } from '../../src/cluster/mesh.ts';
 import type { ClusterNode } from '../../src/cluster/node.ts';
 
 const S: MeshSettings = { defaultAsn: 64512, port: 179, holdTime: 90, gracefulRestart: { restartTime: 120 } };
@@ -64,4 +64,20 @@ t.test('property: every pair of mesh nodes has exactly one active side, and peer
     }
   }), { numRuns: 500 });
   t.notOk(r.failed, r.failed ? (fc.defaultReportMessage(r) ?? 'failed') : 'holds');
+});
+
+t.test("Calico's route-reflector recipe: BGPPeer nodeSelector all(), peerSelector route-reflector == 'true'", async (t) => {
+  const sp = [{ name: 'rr', nodeSelector: 'all()', peerSelector: "route-reflector == 'true'", port: 179, holdTime: 90, gracefulRestart: false as const }];
+  const rr = node('rr', '10.0.0.9/24', { routeReflectorClusterID: '244.0.0.1', labels: { 'route-reflector': 'true' } });
+  const c1 = node('c1', '10.0.0.1/24');
+  const c2 = node('c2', '10.0.0.2/24');
+  const nodes = [rr, c1, c2];
+  t.same(selectorPeers(c1, nodes, sp, S).map((p) => [p.address, p.passive, p.routeReflectorClient]), [['10.0.0.9', true, undefined]],
+    'a client peers with the reflector only (passive: its address sorts higher)');
+  t.same(selectorPeers(rr, nodes, sp, S).map((p) => [p.address, p.passive, p.routeReflectorClient]), [['10.0.0.1', false, true], ['10.0.0.2', false, true]],
+    'the reflector peers back with every node nodeSelector matches, as its clients');
+  t.same(meshPeers(rr, nodes, S), [], 'and is in no mesh');
+  const other = node('rr2', '10.0.0.8/24', { routeReflectorClusterID: '244.0.0.1', labels: { 'route-reflector': 'true' } });
+  t.same(selectorPeers(rr, [...nodes, other], sp, S).find((p) => p.address === '10.0.0.8')?.routeReflectorClient, undefined,
+    'a reflector of the same cluster is not a client');
 });

@@ -73,7 +73,7 @@ t.test('honoured BGPPeer fields: sourceAddress, keepaliveTime, nextHopMode, loca
   t.same(v4!.import?.[0], { prefix: '::/0', le: 128, action: 'reject' }, 'a rule without cidr matches its whole family');
   t.equal(v6!.localAddress, undefined, 'sourceAddress: None');
   t.equal(v6!.nextHopSelf, undefined, 'keepOriginalNextHop: our default (keep toward iBGP)');
-  t.same(r.selectorPeers, [{ name: 'rr', peerSelector: "route-reflector == 'true'", port: 179, holdTime: 90, gracefulRestart: { restartTime: 120 } }]);
+  t.same(r.selectorPeers, [{ name: 'rr', peerSelector: "route-reflector == 'true'", nodeSelector: 'all()', port: 179, holdTime: 90, gracefulRestart: { restartTime: 120 } }]);
   t.equal(r.listenPort, 1179);
   t.equal(r.nodeToNodeMeshEnabled, false);
   t.throws(() => importCalico(text.replace('localASNumber: 64512', 'localASNumber: 65500'), 'h.yaml', 'n'), { message: /localASNumber: 65500 differs from the node's AS 64512/ });
