@@ -23,6 +23,8 @@ export interface CalicoImport {
   listenPort?: number;
   nodeToNodeMeshEnabled?: boolean;
   ipam: { strictAffinity?: boolean; maxBlocksPerHost?: number; autoAllocateBlocks?: boolean; ipCooldownSeconds?: number };
+  /** BGPConfiguration serviceClusterIPs / serviceExternalIPs / serviceLoadBalancerIPs (canonical CIDRs). */
+  serviceIPs?: { clusterIPs: string[]; externalIPs: string[]; loadBalancerIPs: string[] };
   /** From a Node manifest with this node's name. */
   node?: { labels: Record<string, string>; bgp: NodeBgpConfig };
   warnings: string[];
@@ -139,6 +141,23 @@ export function importCalico(text: string, source: string, nodeName: string, nod
         if (spec.listenPort !== undefined) {
           if (!Number.isInteger(spec.listenPort) || (spec.listenPort as number) < 1 || (spec.listenPort as number) > 65535) ctx.fail('listenPort', `must be 1..65535, got ${JSON.stringify(spec.listenPort)}`);
           else out.listenPort = spec.listenPort as number;
+        }
+        for (const [field, key] of [['serviceClusterIPs', 'clusterIPs'], ['serviceExternalIPs', 'externalIPs'], ['serviceLoadBalancerIPs', 'loadBalancerIPs']] as const) {
+          const v = spec[field];
+          if (v === undefined || v === null) continue;
+          if (!Array.isArray(v)) {
+            ctx.fail(field, `must be a list of { cidr }, got ${JSON.stringify(v)}`);
+            continue;
+          }
+          out.serviceIPs ??= { clusterIPs: [], externalIPs: [], loadBalancerIPs: [] };
+          v.forEach((b, i) => {
+            try {
+              if (!isObj(b) || Object.keys(b).some((k) => k !== 'cidr')) throw new Error(`must be { cidr }, got ${JSON.stringify(b)}`);
+              out.serviceIPs![key].push(formatPrefix(parsePrefix(String(b.cidr))));
+            } catch (e) {
+              ctx.fail(`${field}[${i}]`, (e as Error).message);
+            }
+          });
         }
         if (spec.nodeToNodeMeshEnabled !== undefined) {
           if (typeof spec.nodeToNodeMeshEnabled !== 'boolean') ctx.fail('nodeToNodeMeshEnabled', `must be true or false, got ${JSON.stringify(spec.nodeToNodeMeshEnabled)}`);

@@ -94,6 +94,14 @@ export interface BgpConfig {
   selectorPeers?: SelectorPeerConfig[];
   /** Route reflector cluster ID: set by the daemon from node.bgp.routeReflectorClusterID. */
   clusterId?: string;
+  /** Service IP ranges (Calico BGPConfiguration); also in `announce`, so every node announces them. */
+  serviceIPs?: ServiceIPs;
+}
+
+export interface ServiceIPs {
+  clusterIPs: string[];
+  externalIPs: string[];
+  loadBalancerIPs: string[];
 }
 
 export interface SelectorPeerConfig {

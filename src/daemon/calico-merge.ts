@@ -50,5 +50,11 @@ export function applyCalicoImport(imp: CalicoImport, path: string, to: MergeTarg
     if (bgp.peers.some((x) => x.address === p.address)) warn(`${path}: peer ${p.address} is also in the config file; the config's wins`);
     else bgp.peers.push(p);
   }
+  if (imp.serviceIPs) {
+    // Calico announces these from every node; a reload without them withdraws them (the speaker diffs announce).
+    bgp.serviceIPs = imp.serviceIPs;
+    const all = [...imp.serviceIPs.clusterIPs, ...imp.serviceIPs.externalIPs, ...imp.serviceIPs.loadBalancerIPs];
+    bgp.announce = [...new Set([...bgp.announce, ...all])];
+  }
   if (imp.selectorPeers.length) bgp.selectorPeers = [...(bgp.selectorPeers ?? []), ...imp.selectorPeers];
 }

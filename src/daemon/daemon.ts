@@ -148,6 +148,7 @@ export class Daemon {
       bgp: () => (this.cfg.bgp ? { asn: this.cfg.bgp.asn, routerId: this.cfg.bgp.routerId } : null),
       peers: () => this.speaker?.peers() ?? [],
       rib: () => this.speaker?.rib ?? null,
+      services: () => this.cfg.bgp?.serviceIPs ?? null,
     });
     this.status.route('/ipam/pools', async () => ({ body: await this.poolUsage() }));
     this.status.route('/ipam/blocks', async (url) => ({ body: await this.blockUsage(url.searchParams.get('host') ?? undefined) }));

@@ -42,13 +42,13 @@ t.test('warned fields say why; defaults stay quiet', async (t) => {
   const r = importCalico([
     doc('BGPPeer', '  peerIP: 10.0.0.1\n  asNumber: 65001\n  numAllowedLocalASNumbers: 2\n  ttlSecurity: 0\n  password: { secretKeyRef: { name: s, key: k } }\n'),
     doc('IPAMConfiguration', '  strictAffinity: true\n  kubeVirtVMAddressPersistence: Enabled\n  ipCooldownSeconds: 30\n', 'default'),
-    doc('BGPConfiguration', '  logSeverityScreen: Info\n  serviceClusterIPs: [{ cidr: 10.96.0.0/12 }]\n', 'default'),
+    doc('BGPConfiguration', '  logSeverityScreen: Info\n  communities: [{ name: c, value: "64512:100" }]\n', 'default'),
   ].join('---\n'), 'w.yaml', 'n');
   const w = r.warnings.join('\n');
   t.match(w, /numAllowedLocalASNumbers: 2 ignored: allowas-in is not implemented/);
   t.match(w, /password: .* ignored: TCP-MD5/);
   t.match(w, /kubeVirtVMAddressPersistence: "Enabled" ignored/);
-  t.match(w, /serviceClusterIPs: .* ignored: service IP advertisement is not implemented yet/);
+  t.match(w, /communities: .* ignored: communities on export are not implemented yet/);
   t.notMatch(w, /ttlSecurity|logSeverityScreen/, 'default values need no warning');
   t.equal(r.ipam.ipCooldownSeconds, 30, 'ipCooldownSeconds is honoured');
 });
@@ -89,4 +89,11 @@ t.test('IPPool assignmentMode and Node manifests', async (t) => {
   t.equal(r.pools[0]!.nodeSelector, '!all()', 'Manual: only used when requested by name');
   t.same(r.node, { labels: { 'route-reflector': 'true' }, bgp: { ipv4Address: '10.0.0.5/24', routeReflectorClusterID: '244.0.0.1', asNumber: 64512 } });
   t.match(r.warnings.join('\n'), /spec\.bgp\.ipv4IPIPTunnelAddr: "10\.9\.0\.1" ignored: no IPIP tunnel/);
+});
+
+t.test('service IPs: every range, canonical; a bad one names its index', async (t) => {
+  const r = importCalico(doc('BGPConfiguration', '  serviceClusterIPs: [{ cidr: 10.96.0.0/12 }, { cidr: "fd00:96::/112" }]\n  serviceExternalIPs: [{ cidr: 192.0.2.0/24 }]\n  serviceLoadBalancerIPs: [{ cidr: 198.51.100.7/32 }]\n', 'default'), 's.yaml', 'n');
+  t.same(r.serviceIPs, { clusterIPs: ['10.96.0.0/12', 'fd00:96::/112'], externalIPs: ['192.0.2.0/24'], loadBalancerIPs: ['198.51.100.7/32'] });
+  t.throws(() => importCalico(doc('BGPConfiguration', '  serviceExternalIPs: [{ cidr: 192.0.2.0/24 }, { cidr: 192.0.2.1/24 }]\n', 'default'), 's.yaml', 'n'),
+    { message: /spec\.serviceExternalIPs\[1\]: .*host bits/ });
 });
