@@ -81,6 +81,14 @@ export function checkNode(n: ClusterNode, where: string): ClusterNode {
   return out;
 }
 
+function parseJson(key: string, value: string): unknown {
+  try {
+    return JSON.parse(value);
+  } catch (e) {
+    throw new ClusterError(`${key}: not JSON: ${(e as Error).message}`);
+  }
+}
+
 // ---- our layout ------------------------------------------------------------------------------------------------
 
 const OUR_ROOT = '/blockspeaker/cluster/v1/nodes/';
@@ -92,13 +100,7 @@ export const ourNodeLayout: NodeLayout = {
   decode(key, value) {
     const name = decodeURIComponent(key.slice(OUR_ROOT.length));
     if (name === '' || name.includes('/')) return null;
-    let v: unknown;
-    try {
-      v = JSON.parse(value);
-    } catch (e) {
-      throw new ClusterError(`${key}: not JSON: ${(e as Error).message}`);
-    }
-    return checkNode({ ...(v as ClusterNode), name }, key);
+    return checkNode({ ...(parseJson(key, value) as ClusterNode), name }, key);
   },
 };
 
@@ -166,13 +168,7 @@ export const calicoNodeLayout: NodeLayout = {
   decode(key, value) {
     const name = key.slice(CALICO_ROOT.length);
     if (name === '' || name.includes('/')) return null;
-    let v: unknown;
-    try {
-      v = JSON.parse(value);
-    } catch (e) {
-      throw new ClusterError(`${key}: not JSON: ${(e as Error).message}`);
-    }
-    const n = fromCalicoNode(v, key);
+    const n = fromCalicoNode(parseJson(key, value), key);
     if (n.name !== name) throw new ClusterError(`${key}: metadata.name ${JSON.stringify(n.name)} differs from the key`);
     return n;
   },
