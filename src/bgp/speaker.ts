@@ -163,6 +163,10 @@ export interface PeerStatus {
   errors: { treatAsWithdraw: number; attributeDiscard: number };
   /** Times the session went down after being Established. */
   flaps: number;
+  /** Our graceful-restart time toward this peer (Calico maxRestartTime), null when GR is off with it. */
+  restartTime?: number | null;
+  /** We reflect routes to this peer as our route-reflector client. */
+  routeReflectorClient?: boolean;
   /** Export work not yet on the wire: prefixes waiting to be encoded, octets in the socket's buffer. */
   sendQueue: { prefixes: number; bytes: number };
 }
@@ -504,6 +508,8 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
         prefixes: p.queue.reduce((n, q) => n + (q.kind === 'eor' ? 0 : q.prefixes.length - q.pos), 0),
         bytes: p.established?.bufferedBytes ?? 0,
       },
+      restartTime: p.cfg.gr?.restartTime ?? null,
+      routeReflectorClient: p.cfg.rrClient,
     };
   }
 

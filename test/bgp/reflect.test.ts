@@ -54,6 +54,9 @@ t.test('a reflector with two clients and a non-client, over real sessions', asyn
   t.equal(formatIP(at.nextHop!), '127.0.0.2', 'the next hop is left alone (client a)');
   t.ok(best(d, '10.2.0.0/24'), 'client -> non-client');
   t.same(best(a, '10.4.0.0/24')!.attrs.clusterList, [u32('244.0.0.1')], 'non-client -> client');
+  t.same(rr.peers().map((p) => [p.address, p.routeReflectorClient, p.restartTime]),
+    [['127.0.0.2', true, null], ['127.0.0.3', true, null], ['127.0.0.4', false, null]], '/peers shows which peers are clients (and the GR time, off here)');
+  t.equal(mk(9, [peer(1, { gracefulRestart: { restartTime: 77 } })]).peers()[0]!.restartTime, 77, '/peers shows the restart time (Calico maxRestartTime)');
 
   // The same reflector without a cluster ID reflects nothing: plain iBGP split horizon.
   const plainRr = mk(5, [peer(6)]);
