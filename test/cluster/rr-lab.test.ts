@@ -2,7 +2,8 @@
 // 244.0.0.1, label route-reflector=true), set up the way Calico's documentation tells its users: a BGPPeer with
 // nodeSelector all() and peerSelector route-reflector == 'true'. Its clients are node-b (blockspeaker) and calico-d
 // (BIRD as confd renders a peering with a reflector). Routes flow between the clients through the reflector only,
-// and BIRD sees ORIGINATOR_ID = node-b's router ID and CLUSTER_LIST = 244.0.0.1.
+// and BIRD sees ORIGINATOR_ID = node-b's router ID and CLUSTER_LIST = 244.0.0.1. Service IPs from the
+// BGPConfiguration reach BIRD, except what a BGPFilter on the peering rejects.
 //
 // Needs root, bird2, iproute2, etcd; interopGate/etcdGate with REQUIRE_PEERS=1 decide skip vs fail.
 import t from 'tap';
@@ -16,7 +17,17 @@ const BIRD_BLOCK = '10.244.200.0/26';
 const MANIFEST = `apiVersion: projectcalico.org/v3
 kind: BGPConfiguration
 metadata: { name: default }
-spec: { nodeToNodeMeshEnabled: false, asNumber: 64512 }
+spec:
+  nodeToNodeMeshEnabled: false
+  asNumber: 64512
+  serviceClusterIPs: [{ cidr: 10.96.0.0/12 }]
+  serviceExternalIPs: [{ cidr: 192.0.2.0/24 }]
+---
+apiVersion: projectcalico.org/v3
+kind: BGPFilter
+metadata: { name: no-cluster-ips }
+spec:
+  exportV4: [{ cidr: 10.96.0.0/12, matchOperator: Equal, action: Reject }]
 ---
 apiVersion: projectcalico.org/v3
 kind: BGPPeer
@@ -24,6 +35,7 @@ metadata: { name: peer-with-route-reflectors }
 spec:
   nodeSelector: all()
   peerSelector: route-reflector == 'true'
+  filters: [no-cluster-ips]
 `;
 
 const gate = interopGate(t, ['bird']);
@@ -79,5 +91,12 @@ ipc: { path: ${sock} }
     const r = await status(b.ns, `/routes?prefix=${encodeURIComponent(BIRD_BLOCK)}`);
     t.match(r.paths[0].attributes, { ORIGINATOR_ID: birdNode.ip, NEXT_HOP: birdNode.ip }, "node-b: BIRD's block with ORIGINATOR_ID calico-d");
     t.pass(`routes flow client -> reflector -> client both ways (${blockB}, ${BIRD_BLOCK})`);
+
+    // Service IPs from BGPConfiguration: announced by every node; the BGPFilter on the peering rejects the cluster IPs.
+    await waitFor(async () => (await birdc('show', 'route', 'for', '192.0.2.1')).includes('192.0.2.0/24'), { what: 'BIRD learned the external IPs', timeoutMs: 30_000 });
+    t.pass('serviceExternalIPs 192.0.2.0/24 reached BIRD');
+    t.notOk((await birdc('show', 'route', 'for', '10.96.0.1')).includes('10.96.0.0/12'), 'the BGPFilter rejected serviceClusterIPs 10.96.0.0/12 on export');
+    t.ok((await status(rr.ns, '/routes?prefix=10.96.0.0%2F12'))?.prefix, 'the reflector itself holds 10.96.0.0/12 (announced, filtered only toward peers)');
+    t.same((await status(rr.ns, '/status')).services, { clusterIPs: ['10.96.0.0/12'], externalIPs: ['192.0.2.0/24'], loadBalancerIPs: [] }, '/status shows the service IPs');
   });
 }
