@@ -18,6 +18,7 @@ import type { DownInfo } from './fsm.ts';
 import { MaxPrefixGuard, normMaxPrefixes, type MaxPrefixesConfig, type MaxPrefixLimits, type MaxPrefixStatus } from './maxprefix.ts';
 import { PeerErrors, type PeerErrorCounts } from './peer-errors.ts';
 import { compilePrefixList, sameRules, type PrefixFilter, type PrefixRule } from './policy.ts';
+import { clusterLoop, reflectedAttrs, reflects } from './reflect.ts';
 import {
   Session, familyOfAfi, ipv4ToU32, silentLogger, u32ToIPv4, type AddressFamily, type NegotiatedCapabilities,
 } from './session.ts';
@@ -76,6 +77,8 @@ export interface SpeakerPeerConfig {
   nextHop?: { ipv4?: string; ipv6?: string; ipv6LinkLocal?: string };
   /** Towards an iBGP peer, also set NEXT_HOP to ourselves on routes learned from eBGP. Default false. */
   nextHopSelf?: boolean;
+  /** With SpeakerConfig.clusterId: this iBGP peer is a route-reflector client (RFC 4456). */
+  routeReflectorClient?: boolean;
 }
 
 export interface SpeakerConfig {
@@ -92,6 +95,8 @@ export interface SpeakerConfig {
   peers: SpeakerPeerConfig[];
   /** Static prefixes announced as local routes (source 'local'). */
   announce?: string[];
+  /** Route reflector cluster ID (dotted quad): reflect between clients and non-clients (src/bgp/reflect.ts). */
+  clusterId?: string;
 }
 
 // ---- options ------------------------------------------------------------------------------------------------
@@ -162,6 +167,10 @@ export interface PeerStatus {
   errors: { treatAsWithdraw: number; attributeDiscard: number };
   /** Times the session went down after being Established. */
   flaps: number;
+  /** Our graceful-restart time toward this peer (Calico maxRestartTime), null when GR is off with it. */
+  restartTime?: number | null;
+  /** We reflect routes to this peer as our route-reflector client. */
+  routeReflectorClient?: boolean;
   /** Export work not yet on the wire: prefixes waiting to be encoded, octets in the socket's buffer. */
   sendQueue: { prefixes: number; bytes: number };
   /** Max-prefix limits and the last time they closed the session; null when the peer has none. */
@@ -220,6 +229,7 @@ interface NormPeer {
   nextHop: { ipv4?: string; ipv6?: string; ipv6LinkLocal?: string };
   nextHopSelf: boolean;
   maxPrefixes: MaxPrefixLimits | null;
+  rrClient: boolean;
 }
 
 type QueueItem =
@@ -513,6 +523,8 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       },
       maxPrefixes: p.maxPrefix?.status() ?? null,
       errorCounts: p.errors.snapshot(),
+      restartTime: p.cfg.gr?.restartTime ?? null,
+      routeReflectorClient: p.cfg.rrClient,
     };
   }
 
@@ -564,6 +576,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       connectRetry: p.connectRetry ?? 5,
       connectRetryMax: p.connectRetryMax ?? 120,
       idleHold: p.idleHold ?? 1,
+      rrClient: p.routeReflectorClient === true,
       delayOpen: p.delayOpen ?? 0,
       nextHop: { ...p.nextHop },
       nextHopSelf: p.nextHopSelf === true,
@@ -959,7 +972,11 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   // The import policy in two halves, so the ingest path can apply the first once per UPDATE: the attributes
   // (dropped when they loop back to us), then the peer's prefix list.
   private importedAttrs(attrs: PathAttrs): PathAttrs | null {
-    return isLoop(attrs, this.cfg.asn, this.routerId) ? null : attrs;
+    return isLoop(attrs, this.cfg.asn, this.routerId) || clusterLoop(attrs, this.clusterIdNum()) ? null : attrs;
+  }
+
+  private clusterIdNum(): number | undefined {
+    return this.cfg.clusterId ? ipv4ToU32(this.cfg.clusterId) : undefined;
   }
 
   private importPolicy(p: PeerState): ImportPolicy {
@@ -1000,8 +1017,14 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       // (Never back to where it came from: exportChanges/exportAll do not ask the policy for those.)
       if (p.exportFilter && !p.exportFilter.accepts(prefix)) return null;
       const from = best.peer.type;
-      // No route reflection: iBGP-learned routes do not go to iBGP peers (RFC 4271 9.1.1 / 9.2).
-      if (from === 'ibgp' && p.type === 'ibgp') return null;
+      // iBGP-learned routes go to iBGP peers only by route reflection (RFC 4271 9.1.1 / 9.2, RFC 4456).
+      if (from === 'ibgp' && p.type === 'ibgp') {
+        const cid = this.clusterIdNum();
+        const src = best.peer.address ? this.peerMap.get(formatIP(best.peer.address)) : undefined;
+        if (cid === undefined || !reflects(src?.cfg.rrClient === true, p.cfg.rrClient)) return null;
+        const out = this.rewrite(p, prefix.family, from, best.attrs, localAs);
+        return out && reflectedAttrs(out, best.peer.routerId, cid);
+      }
       const cache = p.exportCache[prefix.family === 4 ? 0 : 1][from];
       const cached = cache.get(best.attrs);
       if (cached !== undefined) return cached;

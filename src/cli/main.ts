@@ -10,6 +10,7 @@ const groups: Record<string, { describe: string; load: () => Promise<Group> }> =
   run: { describe: 'run the node daemon: blockspeaker run -c FILE', load: () => import('./run.ts') },
   bgp: { describe: 'BGP tools (decode: hex messages to JSON)', load: () => import('./bgp.ts') },
   top: { describe: 'the running daemon at a glance, redrawn every second (--once: one frame)', load: () => import('./top.ts') },
+  node: { describe: 'cluster nodes: node --store S list | delete NAME', load: () => import('./node.ts') },
   show: { describe: 'ask the running daemon: show peers | route [for ADDR] | ipam | status', load: () => import('./show.ts') },
   daemon: { describe: 'control the running daemon: daemon stop [--withdraw] | reload', load: () => import('./daemon.ts') },
 };
@@ -43,7 +44,7 @@ main(process.argv.slice(2)).then(
   (err: unknown) => {
     // Bad input and known failures: one line on stderr. Anything else is a bug: show the stack.
     const e = err as Error;
-    const known = e && (e instanceof CliError || ['AddressError', 'IpamError', 'StoreError', 'ConfigError', 'StartError', 'IpcError', 'IpcStartError'].includes(e.name));
+    const known = e && (e instanceof CliError || ['AddressError', 'IpamError', 'StoreError', 'ConfigError', 'StartError', 'IpcError', 'IpcStartError', 'ClusterError'].includes(e.name));
     process.stderr.write(`blockspeaker: ${known ? e.message : (e?.stack ?? String(err))}\n`);
     process.exitCode = known && e instanceof CliError ? 2 : 1;
   },

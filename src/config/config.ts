@@ -8,6 +8,7 @@ import { posix, win32 } from 'node:path';
 import { checkEtcdSecurity, isEtcdUrl, type EtcdSecurity, type SecretSource } from '../store/etcd-auth.ts';
 import { Checker, isPlainObject, show, type ConfigIssue, type Path } from './check.ts';
 import { HARDENING_PEER_FIELDS, maxPrefixes } from './peer-hardening.ts';
+import { nodeBgpSection } from './node-bgp.ts';
 import type {
   AddressFamily, BgpConfig, Config, DataplaneConfig, IpamConfig, IpcConfig, ListenAddress, NodeConfig, PeerConfig,
   PeerGracefulRestart, PoolConfig, PrefixRule, ReservationConfig, StatusConfig,
@@ -110,7 +111,7 @@ function nodeSection(c: Checker, v: unknown, platform: Platform): NodeConfig {
   // Unset: NODENAME, else NODE_NAME, else the lower-cased host name, as Kubernetes and Calico name the node.
   const def: NodeConfig = { name: platform.defaultNodeName(), os: platform.nodeOs, labels: {} };
   if (v === undefined || v === null) return def;
-  const o = c.object(['node'], v, ['name', 'os', 'labels']);
+  const o = c.object(['node'], v, ['name', 'os', 'labels', 'bgp']);
   if (!o) return def;
   const name = c.opt(o.name, def.name, (x) => {
     const s = c.string(['node', 'name'], x);
@@ -132,7 +133,8 @@ function nodeSection(c: Checker, v: unknown, platform: Platform): NodeConfig {
       }
     }
   }
-  return { name, os, labels };
+  const bgp = o.bgp === undefined || o.bgp === null ? undefined : nodeBgpSection(c, ['node', 'bgp'], o.bgp);
+  return bgp ? { name, os, labels, bgp } : { name, os, labels };
 }
 
 // ---- bgp -------------------------------------------------------------------------------------------------------
@@ -260,7 +262,7 @@ function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart 
   return p;
 }
 
-const BGP_FIELDS = ['asn', 'routerId', 'listen', 'gracefulRestart', 'peers', 'announce'] as const;
+const BGP_FIELDS = ['asn', 'routerId', 'listen', 'gracefulRestart', 'peers', 'announce', 'nodeToNodeMeshEnabled'] as const;
 
 function bgpSection(c: Checker, v: unknown): BgpConfig | undefined {
   const o = c.object(['bgp'], v, BGP_FIELDS, ['asn', 'routerId']);
@@ -289,8 +291,9 @@ function bgpSection(c: Checker, v: unknown): BgpConfig | undefined {
     });
   }
   const announce = c.list(['bgp', 'announce'], o.announce, (p, x) => prefix(c, p, x));
+  const mesh = c.opt(o.nodeToNodeMeshEnabled, undefined as boolean | undefined, (x) => c.bool(['bgp', 'nodeToNodeMeshEnabled'], x));
   if (localAs === undefined || routerId === undefined || lst === undefined || gr === undefined) return undefined;
-  return {
+  const out: BgpConfig = {
     asn: localAs,
     routerId,
     listen: lst && lst.port !== 0 ? lst : false,
@@ -298,6 +301,8 @@ function bgpSection(c: Checker, v: unknown): BgpConfig | undefined {
     peers,
     announce: [...new Set(announce)],
   };
+  if (mesh !== undefined) out.nodeToNodeMeshEnabled = mesh;
+  return out;
 }
 
 // ---- ipam ------------------------------------------------------------------------------------------------------

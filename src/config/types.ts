@@ -24,6 +24,18 @@ export interface NodeConfig {
   name: string;
   os: NodeOS;
   labels: Record<string, string>;
+  /** The node's BGP identity as registered in the cluster (Calico's Node spec.bgp); absent parts are autodetected. */
+  bgp?: NodeBgpConfig;
+}
+
+export interface NodeBgpConfig {
+  /** "A.B.C.D/LEN". Absent: the address of the interface holding the default route. */
+  ipv4Address?: string;
+  ipv6Address?: string;
+  /** Absent: bgp.asn. */
+  asNumber?: number;
+  /** Makes this node a route reflector with this cluster ID (IPv4 dotted quad). */
+  routeReflectorClusterID?: string;
 }
 
 export interface ListenAddress {
@@ -62,6 +74,12 @@ export interface PeerConfig {
   export?: PrefixRule[];
   /** Max-prefix limit, one number for each family or per family; absent = none (src/bgp/maxprefix.ts). */
   maxPrefixes?: MaxPrefixesConfig;
+  /** Source address of our connections (Calico BGPPeer sourceAddress: UseNodeIP; the mesh). Absent: the OS's. */
+  localAddress?: string;
+  /** Toward an iBGP peer, next hop self on routes learned from eBGP too (Calico nextHopMode: Self). */
+  nextHopSelf?: boolean;
+  /** We are a route reflector (bgp.clusterId) and this peer is our client. */
+  routeReflectorClient?: boolean;
 }
 
 /** peers[].maxPrefixes as written: restart in seconds (0 = only on reconfiguration), warningPercent 1..100. */
@@ -77,6 +95,36 @@ export interface BgpConfig {
   peers: PeerConfig[];
   /** Static routes announced as local routes. */
   announce: string[];
+  /** Calico's node-to-node mesh. Absent: on when ipam.store is shared (etcd), off for the embedded store. */
+  nodeToNodeMeshEnabled?: boolean;
+  /** From Calico BGPPeers with a peerSelector: peer with the registered nodes the selector matches. */
+  selectorPeers?: SelectorPeerConfig[];
+  /** Route reflector cluster ID: set by the daemon from node.bgp.routeReflectorClusterID. */
+  clusterId?: string;
+  /** Service IP ranges (Calico BGPConfiguration); also in `announce`, so every node announces them. */
+  serviceIPs?: ServiceIPs;
+}
+
+export interface ServiceIPs {
+  clusterIPs: string[];
+  externalIPs: string[];
+  loadBalancerIPs: string[];
+}
+
+export interface SelectorPeerConfig {
+  name: string;
+  peerSelector: string;
+  /** Which nodes this peering is for (Calico BGPPeer node / nodeSelector); absent: every node. */
+  node?: string;
+  nodeSelector?: string;
+  /** The peer nodes' AS when set; else each node's own (or the cluster default). */
+  asn?: number;
+  port: number;
+  holdTime: number;
+  gracefulRestart: PeerGracefulRestart | false;
+  import?: PrefixRule[];
+  export?: PrefixRule[];
+  nextHopSelf?: boolean;
 }
 
 export type ReservationConfig =

@@ -11,6 +11,7 @@ import type { Logger as Pino } from 'pino';
 import { describeAttrs } from '../bgp/codec/json.ts';
 import { Speaker, type Logger, type PeerStatus } from '../bgp/speaker.ts';
 import { importCalico } from '../config/calico.ts';
+import { applyCalicoImport } from './calico-merge.ts';
 import { ConfigError, loadConfig, type Config, type ListenAddress, type PoolConfig } from '../config/config.ts';
 import { buildDesired, type HnsConfig, RemoteRouteTable } from '../hns/desired.ts';
 import { FakeExecutor, FakeHns } from '../hns/fake.ts';
@@ -39,6 +40,8 @@ import type { Store } from '../store/types.ts';
 import { IpamAnnouncer } from './announcer.ts';
 import { lazyMetrics, type MetricsSource } from './metrics.ts';
 import { overview, type Overview } from './overview.ts';
+import { ClusterPeers } from './cluster.ts';
+import { calicoNodeLayout } from '../cluster/node.ts';
 
 export interface DaemonOptions {
   /** The config file (re-read on reload). */
@@ -96,13 +99,14 @@ export function speakerLogger(log: Pino): Logger {
   };
 }
 
-/** Calico manifests named by ipam.calico, merged into the config (the config's own settings win). */
+/** Calico manifests named by ipam.calico, merged into the config (the config's own settings win, with a warning). */
 export function mergeCalico(cfg: Config, file: string, warn: (msg: string) => void): Config {
   const paths = cfg.ipam?.calico ?? [];
   if (!cfg.ipam || paths.length === 0) return cfg;
   const pools = [...cfg.ipam.pools];
   const ipam = { ...cfg.ipam, pools };
   let bgp = cfg.bgp ? { ...cfg.bgp, peers: [...cfg.bgp.peers] } : null;
+  let node = cfg.node;
   for (const rel of paths) {
     const path = resolvePath(dirname(file), rel);
     let text: string;
@@ -111,27 +115,15 @@ export function mergeCalico(cfg: Config, file: string, warn: (msg: string) => vo
     } catch (e) {
       throw new ConfigError(file, [{ path: 'ipam.calico', message: `cannot read ${path}: ${(e as Error).message}` }]);
     }
-    const imp = importCalico(text, path, cfg.node.name, cfg.node.labels);
-    for (const w of imp.warnings) warn(`${path}: ${w}`);
-    for (const p of imp.pools) {
-      if (pools.some((x) => x.name === p.name)) warn(`${path}: pool ${p.name} is also in the config file; the config's wins`);
-      else pools.push(p);
-    }
-    if (imp.ipam.strictAffinity !== undefined) ipam.strictAffinity = imp.ipam.strictAffinity;
-    if (imp.ipam.maxBlocksPerHost !== undefined) ipam.maxBlocksPerHost = imp.ipam.maxBlocksPerHost;
-    if (imp.ipam.autoAllocateBlocks !== undefined) ipam.autoAllocateBlocks = imp.ipam.autoAllocateBlocks;
-    if (bgp) {
-      if (imp.asn !== undefined && imp.asn !== bgp.asn) warn(`${path}: BGPConfiguration asNumber ${imp.asn} differs from bgp.asn ${bgp.asn}; bgp.asn is used`);
-      for (const p of imp.peers) {
-        if (bgp.peers.some((x) => x.address === p.address)) warn(`${path}: peer ${p.address} is also in the config file; the config's wins`);
-        else bgp.peers.push(p);
-      }
-    } else if (imp.peers.length || imp.asn !== undefined) {
+    const nodeIPs = { ipv4: node.bgp?.ipv4Address, ipv6: node.bgp?.ipv6Address };
+    const imp = importCalico(text, path, node.name, node.labels, nodeIPs);
+    applyCalicoImport(imp, path, { pools, ipam, node: (n) => (node = n), getNode: () => node, bgp }, warn);
+    if (!bgp && (imp.peers.length || imp.asn !== undefined || imp.selectorPeers.length)) {
       warn(`${path}: BGP peers/ASN ignored: the config has no bgp section (it needs at least a routerId)`);
     }
   }
   bgp = bgp ?? null;
-  return { ...cfg, ipam, bgp };
+  return { ...cfg, node, ipam, bgp };
 }
 
 export class Daemon {
@@ -142,6 +134,8 @@ export class Daemon {
   /** Calico layout: releases deleted Nodes' affinities, and their addresses after a grace period. */
   private nodeCleanup: NodeCleanup | undefined;
   announcer: IpamAnnouncer | null = null;
+  /** Node registry and mesh peers (whenever there is a store). */
+  cluster: ClusterPeers | null = null;
   readonly status: StatusServer;
   /** Prometheus metrics, built on the first scrape: prom-client costs ~11 MB RSS in a daemon nobody scrapes. */
   private readonly metrics = lazyMetrics(() => this.metricsSource());
@@ -175,6 +169,7 @@ export class Daemon {
       bgp: () => (this.cfg.bgp ? { asn: this.cfg.bgp.asn, routerId: this.cfg.bgp.routerId } : null),
       peers: () => this.speaker?.peers() ?? [],
       rib: () => this.speaker?.rib ?? null,
+      services: () => this.cfg.bgp?.serviceIPs ?? null,
     });
     this.status.route('/ipam/pools', async () => ({ body: await this.poolUsage() }));
     this.status.route('/ipam/blocks', async (url) => ({ body: await this.blockUsage(url.searchParams.get('host') ?? undefined) }));
@@ -188,6 +183,7 @@ export class Daemon {
     this.status.route('/warnings', () => ({ body: this.warnings }));
     this.status.route('/overview', async () => ({ body: await this.overview() }));
     addStatusPage(this.status);
+    this.status.route('/cluster', () => ({ body: this.cluster?.status() ?? null }));
   }
 
   private warn(msg: string): void {
@@ -210,6 +206,7 @@ export class Daemon {
       this.log.info({ asn: cfg.bgp.asn, routerId: cfg.bgp.routerId, listen: this.speaker.listening(), peers: cfg.bgp.peers.length,
         announce: cfg.bgp.announce.length }, 'bgp started');
     } else this.log.warn('no bgp section: the speaker does not run');
+    if (this.store) await this.startCluster();
     this.readiness.speaker = true;
     if (this.ipam) {
       this.announcer = new IpamAnnouncer(this.ipam, cfg.node.name, {
@@ -276,8 +273,24 @@ export class Daemon {
     }
   }
 
+  private async startCluster(): Promise<void> {
+    const cluster = new ClusterPeers({
+      store: this.store!,
+      // Calico's layout: nodes are Calico's own Node resources, shared with calico-node.
+      layout: this.cfg.ipam?.layout === 'calico' ? calicoNodeLayout : undefined,
+      applyPeers: async (bgp) => {
+        if (this.speaker) await this.speaker.reconfigure(bgp);
+      },
+      warn: (m) => this.warn(m),
+      info: (m, f) => this.log.info(f ?? {}, m),
+    });
+    await cluster.start(this.cfg);
+    this.cluster = cluster;
+  }
+
   private newSpeaker(bgp: NonNullable<Config['bgp']>, restarted: boolean): Speaker {
-    const s = new Speaker(bgp, { logger: speakerLogger(this.log.child({ component: 'bgp' })), restarted });
+    const clusterId = this.cfg.node.bgp?.routeReflectorClusterID;
+    const s = new Speaker(clusterId ? { ...bgp, clusterId } : bgp, { logger: speakerLogger(this.log.child({ component: 'bgp' })), restarted });
     s.on('peer', (p: PeerStatus) => {
       if (this.peerStates.get(p.address) === p.state) return;
       this.peerStates.set(p.address, p.state);
@@ -553,7 +566,8 @@ export class Daemon {
         await this.ensurePools(this.ipam, ic.pools);
         await this.ipam.setHost({ name: next.node.name, os: next.node.os, labels: next.node.labels });
       }
-      if (this.speaker && next.bgp) await this.speaker.reconfigure(next.bgp);
+      if (this.speaker && next.bgp && this.cluster) await this.cluster.reconfigure(next);
+      else if (this.speaker && next.bgp) await this.speaker.reconfigure(next.bgp);
       else if (this.speaker && !next.bgp) {
         await this.speaker.stop({ graceful: true });
         this.speaker = null;
@@ -609,6 +623,7 @@ export class Daemon {
     ]);
     this.announcer?.stop();
     await step('node cleanup', () => this.nodeCleanup?.stop());
+    this.cluster?.close();
     this.unfollow?.();
     await step('dataplane', async () => {
       await this.linux?.reconciler.stop();

@@ -1,6 +1,10 @@
-// Node selectors: the subset of Calico's selector syntax that pools use to pick hosts.
-//   all()  |  k == "v"  |  k != "v"  |  has(k)  |  !expr  |  a && b  |  a || b  |  ( expr )
-// `&&` binds tighter than `||`. Values are quoted with " or '. An empty selector means all().
+// Calico's label selector grammar, one parser for pools (nodeSelector) and BGP peers (nodeSelector, peerSelector).
+//   all() | global() | has(k) | k == "v" | k != "v" | k in {"a", "b"} | k not in {...}
+//   | k contains "s" | k starts with "s" | k ends with "s" | !expr | a && b | a || b | ( expr )
+// `&&` binds tighter than `||`; `!` applies to the term that follows. Values are quoted with " or '. A missing key
+// makes ==, in, contains, starts with, ends with false and !=, not in true (libcalico-go's semantics). The words
+// in/not in/contains/starts with/ends with are operators only right after a key, so they remain usable as keys.
+// global() matches every node: nodes have no namespace, which is all global() tests for. An empty selector is all().
 
 export type Labels = Record<string, string>;
 export type Selector = (labels: Labels) => boolean;
@@ -9,47 +13,100 @@ export class SelectorError extends Error {
   override name = 'SelectorError';
 }
 
+/** The parsed tree, exported so callers (and tests) can inspect what a selector says. */
+export type SelectorAst =
+  | { k: 'all' | 'global' }
+  | { k: 'has'; key: string }
+  | { k: 'eq' | 'ne' | 'contains' | 'startsWith' | 'endsWith'; key: string; val: string }
+  | { k: 'in' | 'notIn'; key: string; vals: string[] }
+  | { k: 'not'; e: SelectorAst }
+  | { k: 'and' | 'or'; a: SelectorAst; b: SelectorAst };
+
 type Tok = { t: 'id' | 'str' | 'op'; v: string; at: number };
 
 const KEY = /[A-Za-z0-9_./-]/;
+const WS = /[ \t\n\r]/;
+// Operators that are words; recognised only directly after a key. Longest first.
+const WORD_OPS: [string, string[]][] = [
+  ['not in', ['not', 'in']],
+  ['starts with', ['starts', 'with']],
+  ['ends with', ['ends', 'with']],
+  ['contains', ['contains']],
+  ['in', ['in']],
+];
 
 function tokenize(src: string): Tok[] {
   const out: Tok[] = [];
+  const err = (msg: string, at: number): never => {
+    throw new SelectorError(`selector "${src}": ${msg} at position ${at + 1}`);
+  };
+  /** The end of `words` (separated by whitespace) at i, if they are there as whole words. */
+  const wordsAt = (i: number, words: string[]): number => {
+    let j = i;
+    for (let w = 0; w < words.length; w++) {
+      if (w > 0) {
+        if (!WS.test(src[j] ?? '')) return -1;
+        while (WS.test(src[j] ?? '')) j++;
+      }
+      if (!src.startsWith(words[w], j)) return -1;
+      j += words[w].length;
+    }
+    return KEY.test(src[j] ?? '') ? -1 : j;
+  };
   let i = 0;
   while (i < src.length) {
     const c = src[i];
-    if (c === ' ' || c === '\t' || c === '\n') {
+    const prev = out[out.length - 1];
+    if (WS.test(c)) {
       i++;
     } else if (c === '"' || c === "'") {
       const end = src.indexOf(c, i + 1);
-      if (end < 0) throw new SelectorError(`selector "${src}": unterminated string at position ${i + 1}`);
+      if (end < 0) err('unterminated string', i);
       out.push({ t: 'str', v: src.slice(i + 1, end), at: i });
       i = end + 1;
     } else if (src.startsWith('==', i) || src.startsWith('!=', i) || src.startsWith('&&', i) || src.startsWith('||', i)) {
       out.push({ t: 'op', v: src.slice(i, i + 2), at: i });
       i += 2;
-    } else if (c === '(' || c === ')' || c === '!') {
+    } else if ('()!{},'.includes(c)) {
       out.push({ t: 'op', v: c, at: i });
       i++;
     } else if (KEY.test(c)) {
-      let j = i;
-      while (j < src.length && KEY.test(src[j])) j++;
-      out.push({ t: 'id', v: src.slice(i, j), at: i });
-      i = j;
+      let op: string | undefined;
+      let end = -1;
+      if (prev?.t === 'id') {
+        for (const [name, words] of WORD_OPS) {
+          end = wordsAt(i, words);
+          if (end >= 0) {
+            op = name;
+            break;
+          }
+        }
+      }
+      if (op !== undefined) {
+        out.push({ t: 'op', v: op, at: i });
+        i = end;
+      } else {
+        let j = i;
+        while (j < src.length && KEY.test(src[j])) j++;
+        if (j - i > 512) err('label longer than 512 characters', i);
+        out.push({ t: 'id', v: src.slice(i, j), at: i });
+        i = j;
+      }
     } else {
-      throw new SelectorError(`selector "${src}": unexpected "${c}" at position ${i + 1}`);
+      err(`unexpected "${c}"`, i);
     }
   }
   return out;
 }
 
-/** Parse a selector into a predicate over labels. Errors name the position. */
-export function parseSelector(src: string): Selector {
+/** Parse a selector into its tree. Errors are SelectorErrors naming the 1-based position (or "at the end"). */
+export function parseSelectorAst(src: string): SelectorAst {
   const text = (src ?? '').trim();
-  if (text === '') return () => true;
+  if (text === '') return { k: 'all' };
   const toks = tokenize(text);
   let pos = 0;
-  const peek = (): Tok | undefined => toks[pos];
+  const peek = (o = 0): Tok | undefined => toks[pos + o];
+  const isOp = (tok: Tok | undefined, v: string) => tok?.t === 'op' && tok.v === v;
   const fail = (what: string): never => {
     const tok = toks[pos];
     throw new SelectorError(
@@ -57,74 +114,137 @@ export function parseSelector(src: string): Selector {
     );
   };
   const expectOp = (v: string): void => {
-    const tok = peek();
-    if (!tok || tok.t !== 'op' || tok.v !== v) fail(`"${v}"`);
+    if (!isOp(peek(), v)) fail(`"${v}"`);
     pos++;
   };
+  const str = (): string => {
+    const val = peek();
+    if (val?.t !== 'str') return fail('a quoted value');
+    pos++;
+    return val.v;
+  };
 
-  const parseOr = (): Selector => {
-    let left = parseAnd();
-    while (peek()?.t === 'op' && peek()?.v === '||') {
+  const parseOr = (): SelectorAst => {
+    let a = parseAnd();
+    while (isOp(peek(), '||')) {
       pos++;
-      const a = left;
-      const b = parseAnd();
-      left = (l) => a(l) || b(l);
+      a = { k: 'or', a, b: parseAnd() };
     }
-    return left;
+    return a;
   };
-  const parseAnd = (): Selector => {
-    let left = parseUnary();
-    while (peek()?.t === 'op' && peek()?.v === '&&') {
+  const parseAnd = (): SelectorAst => {
+    let a = parseUnary();
+    while (isOp(peek(), '&&')) {
       pos++;
-      const a = left;
-      const b = parseUnary();
-      left = (l) => a(l) && b(l);
+      a = { k: 'and', a, b: parseUnary() };
     }
-    return left;
+    return a;
   };
-  const parseUnary = (): Selector => {
+  const parseUnary = (): SelectorAst => {
     const tok = peek();
-    if (tok?.t === 'op' && tok.v === '!') {
+    if (isOp(tok, '!')) {
       pos++;
-      const inner = parseUnary();
-      return (l) => !inner(l);
+      return { k: 'not', e: parseUnary() };
     }
-    if (tok?.t === 'op' && tok.v === '(') {
+    if (isOp(tok, '(')) {
       pos++;
       const inner = parseOr();
       expectOp(')');
       return inner;
     }
-    if (tok?.t === 'id' && (tok.v === 'all' || tok.v === 'has') && toks[pos + 1]?.v === '(') {
+    if (tok?.t === 'id' && (tok.v === 'all' || tok.v === 'global' || tok.v === 'has') && isOp(peek(1), '(')) {
       pos += 2;
-      if (tok.v === 'all') {
+      if (tok.v !== 'has') {
         expectOp(')');
-        return () => true;
+        return { k: tok.v as 'all' | 'global' };
       }
       const key = peek();
-      if (!key || key.t !== 'id') return fail('a label key inside has()');
+      if (key?.t !== 'id') return fail('a label key inside has()');
       pos++;
       expectOp(')');
-      return (l) => Object.prototype.hasOwnProperty.call(l, key.v);
+      return { k: 'has', key: key.v };
     }
     if (tok?.t === 'id') {
       pos++;
-      const op = peek();
-      if (!op || op.t !== 'op' || (op.v !== '==' && op.v !== '!=')) return fail(`"==" or "!=" after "${tok.v}"`);
-      pos++;
-      const val = peek();
-      if (!val || val.t !== 'str') return fail('a quoted value');
-      pos++;
       const key = tok.v;
-      const want = val.v;
-      return op.v === '=='
-        ? (l) => Object.prototype.hasOwnProperty.call(l, key) && l[key] === want
-        : (l) => !Object.prototype.hasOwnProperty.call(l, key) || l[key] !== want;
+      const op = peek();
+      if (op?.t === 'op') {
+        pos++;
+        switch (op.v) {
+          case '==':
+            return { k: 'eq', key, val: str() };
+          case '!=':
+            return { k: 'ne', key, val: str() };
+          case 'contains':
+            return { k: 'contains', key, val: str() };
+          case 'starts with':
+            return { k: 'startsWith', key, val: str() };
+          case 'ends with':
+            return { k: 'endsWith', key, val: str() };
+          case 'in':
+          case 'not in': {
+            expectOp('{');
+            const vals: string[] = [];
+            while (peek()?.t === 'str') {
+              vals.push(str());
+              if (!isOp(peek(), ',')) break;
+              pos++;
+            }
+            if (!isOp(peek(), '}')) fail('a quoted value, "," or "}"');
+            pos++;
+            return { k: op.v === 'in' ? 'in' : 'notIn', key, vals };
+          }
+        }
+        pos--;
+      }
+      return fail(`an operator (==, !=, in, not in, contains, starts with, ends with) after "${key}"`);
     }
-    return fail('a term (all(), has(k), k == "v", k != "v", !, or "(")');
+    return fail('a term (all(), global(), has(k), k == "v", k in {...}, !, or "(")');
   };
 
-  const sel = parseOr();
+  const ast = parseOr();
   if (pos < toks.length) fail('"&&", "||" or the end');
-  return sel;
+  return ast;
+}
+
+/** Evaluate a tree against labels (own properties only: "constructor" is an absent key like any other). */
+export function evaluateSelector(e: SelectorAst, l: Labels): boolean {
+  const get = (k: string): string | undefined => (Object.prototype.hasOwnProperty.call(l, k) ? l[k] : undefined);
+  switch (e.k) {
+    case 'all':
+    case 'global':
+      return true;
+    case 'has':
+      return get(e.key) !== undefined;
+    case 'eq':
+      return get(e.key) === e.val;
+    case 'ne':
+      return get(e.key) !== e.val;
+    case 'contains':
+      return get(e.key)?.includes(e.val) ?? false;
+    case 'startsWith':
+      return get(e.key)?.startsWith(e.val) ?? false;
+    case 'endsWith':
+      return get(e.key)?.endsWith(e.val) ?? false;
+    case 'in': {
+      const v = get(e.key);
+      return v !== undefined && e.vals.includes(v);
+    }
+    case 'notIn': {
+      const v = get(e.key);
+      return v === undefined || !e.vals.includes(v);
+    }
+    case 'not':
+      return !evaluateSelector(e.e, l);
+    case 'and':
+      return evaluateSelector(e.a, l) && evaluateSelector(e.b, l);
+    case 'or':
+      return evaluateSelector(e.a, l) || evaluateSelector(e.b, l);
+  }
+}
+
+/** Parse a selector into a predicate over labels. Errors name the position. */
+export function parseSelector(src: string): Selector {
+  const ast = parseSelectorAst(src);
+  return (labels) => evaluateSelector(ast, labels);
 }

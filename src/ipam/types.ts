@@ -24,7 +24,7 @@ export interface Pool {
   name: string;
   cidr: string;
   blockSize: number;
-  /** Calico selector subset: all(), k == "v", k != "v", has(k), !, &&, ||, parentheses. */
+  /** Calico selector (full grammar, see src/ipam/selector.ts). */
   nodeSelector: string;
   disabled: boolean;
   allowedUses: Use[];

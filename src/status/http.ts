@@ -20,6 +20,8 @@ export interface StatusSource {
   rib(): Rib | null;
   /** ms since the epoch. Default Date.now. */
   now?: () => number;
+  /** Service IP ranges announced from this node (Calico BGPConfiguration), shown in /status. */
+  services?: () => unknown;
 }
 
 export interface Reply {
@@ -57,6 +59,7 @@ export class StatusServer {
         body: {
           node: src.node().name,
           os: src.node().os,
+          ...(src.services ? { services: src.services() } : {}),
           asn: bgp?.asn ?? null,
           routerId: bgp?.routerId ?? null,
           version: src.version,

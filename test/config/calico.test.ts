@@ -19,8 +19,8 @@ t.test('a typical cluster, seen from a rack-1 Linux node', async (t) => {
   t.equal(r.asn, 64512);
   t.equal(r.listenPort, 1179);
   t.same(r.ipam, { strictAffinity: true, maxBlocksPerHost: 4 });
-  t.match(r.warnings.join('\n'), /ipipMode Always ignored/);
-  t.match(r.warnings.join('\n'), /nodeToNodeMeshEnabled has no blockspeaker equivalent/);
+  t.match(r.warnings.join('\n'), /spec\.ipipMode: "Always" ignored: blockspeaker routes natively/);
+  t.equal(r.nodeToNodeMeshEnabled, false, 'nodeToNodeMeshEnabled is honoured');
 });
 
 t.test('node-specific peers and peer node selectors', async (t) => {

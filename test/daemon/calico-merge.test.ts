@@ -27,3 +27,20 @@ ipam: { store: ${join(dir, 'store')}, calico: [cluster.yaml], pools: [{ name: wi
   t.match(warnings.join('\n'), /pool windows-pool is also in the config file/);
   t.match(warnings.join('\n'), /asNumber 64512 differs from bgp\.asn 65010/);
 });
+
+t.test('service IPs from BGPConfiguration are announced from every node; gone from the file, gone from announce', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'bs-calico-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'node.yaml');
+  writeFileSync(file, `node: { name: node-a }
+bgp: { asn: 64512, routerId: 10.0.0.1, announce: [10.10.0.0/26] }
+ipam: { store: ${join(dir, 'store')}, calico: [svc.yaml] }
+`);
+  const svc = (spec: string) => writeFileSync(join(dir, 'svc.yaml'), `apiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: { name: default }\nspec: ${spec}\n`);
+  svc('{ serviceClusterIPs: [{ cidr: 10.96.0.0/12 }], serviceLoadBalancerIPs: [{ cidr: 192.0.2.0/24 }] }');
+  const cfg = mergeCalico(loadConfig(file), file, () => undefined);
+  t.same(cfg.bgp!.announce, ['10.10.0.0/26', '10.96.0.0/12', '192.0.2.0/24']);
+  t.same(cfg.bgp!.serviceIPs, { clusterIPs: ['10.96.0.0/12'], externalIPs: [], loadBalancerIPs: ['192.0.2.0/24'] });
+  svc('{ serviceClusterIPs: [{ cidr: 10.96.0.0/12 }] }');
+  t.same(mergeCalico(loadConfig(file), file, () => undefined).bgp!.announce, ['10.10.0.0/26', '10.96.0.0/12'], 'a range removed is no longer announced');
+});

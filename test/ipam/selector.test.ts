@@ -1,4 +1,4 @@
-// Node selectors (Calico's syntax subset): examples from the grammar, error positions, and a property that prints
+// Node selectors (Calico's full grammar): examples from the grammar, error positions, and a property that prints
 // random expression trees as selector text and compares the parsed predicate with direct evaluation of the tree.
 import t from 'tap';
 import fc from 'fast-check';
@@ -76,6 +76,31 @@ t.test('&& binds tighter than ||; parentheses regroup', async (t) => {
   t.equal(sel('rack == "r2" || os == "linux" || has(ssd)'), false);
 });
 
+t.test('in, not in, contains, starts with, ends with, global() (Calico semantics)', async (t) => {
+  t.equal(sel('os in {"linux", "windows"}'), true);
+  t.equal(sel("os in {'linux'}"), false);
+  t.equal(sel('os in {}'), false, 'empty set');
+  t.equal(sel('os in {"windows",}'), true, 'a trailing comma is accepted, as in Calico');
+  t.equal(sel('missing in {"x"}'), false, 'absent key: in is false');
+  t.equal(sel('os not in {"linux"}'), true);
+  t.equal(sel('os not   in {"windows", "linux"}'), false, 'whitespace between not and in');
+  t.equal(sel('missing not in {"x"}'), true, 'absent key: not in is true');
+  t.equal(sel('os contains "indo"'), true);
+  t.equal(sel('os contains ""'), true);
+  t.equal(sel('missing contains ""'), false, 'absent key: contains is false');
+  t.equal(sel('os starts with "win"'), true);
+  t.equal(sel('os starts with "dows"'), false);
+  t.equal(sel('os ends with "dows"'), true);
+  t.equal(sel('missing ends with ""'), false);
+  t.equal(sel('global()'), true, 'nodes are not namespaced: global() holds');
+  t.equal(sel('!global()'), false);
+  t.equal(sel('route-reflector == "true"', { 'route-reflector': 'true' }), true);
+  // The operator words are keys anywhere but right after a key.
+  t.equal(sel('in == "1" && contains in {"2"} && has(starts)', { in: '1', contains: '2', starts: '' }), true);
+  t.equal(sel('!has(in)', {}), true);
+  t.equal(sel('os in{"windows"}&&rack=="r1"'), true, 'no spaces needed around braces');
+});
+
 // ---- errors --------------------------------------------------------------------------------------------------------
 
 function errorOf(s: string): SelectorError {
@@ -110,6 +135,15 @@ t.test('bad input is a SelectorError that names the position', async (t) => {
     ['k == "v" k2 == "w"', 10],
     ['k @= "v"', 3],
     ['!', 'end'],
+    ['k in "v"', 6],
+    ['k in {"v"', 'end'],
+    ['k in {v}', 7],
+    ['k not "v"', 3],
+    ['k starts "v"', 3],
+    ['k inx "v"', 3],
+    ['k contains v', 12],
+    ['global(x)', 8],
+    ['k == "v" # c', 10],
   ];
   for (const [s, at] of cases) {
     const e = errorOf(s);
@@ -123,25 +157,28 @@ t.test('bad input is a SelectorError that names the position', async (t) => {
 // ---- property: random expression trees ---------------------------------------------------------------------------
 
 type Expr =
-  | { k: 'all' }
-  | { k: 'eq' | 'ne'; key: string; val: string; q: '"' | "'" }
+  | { k: 'all' | 'global' }
+  | { k: 'eq' | 'ne' | 'contains' | 'startsWith' | 'endsWith'; key: string; val: string; q: '"' | "'" }
+  | { k: 'in' | 'notIn'; key: string; vals: string[]; q: '"' | "'" }
   | { k: 'has'; key: string }
   | { k: 'not'; e: Expr }
   | { k: 'and' | 'or'; a: Expr; b: Expr };
 
 // A few keys (so labels often hit) including ones that look like keywords, and values with awkward characters.
-const keyArb = fc.constantFrom('a', 'b', 'rack', 'kubernetes.io/os', 'x_y-z.w', 'has', 'all', '0');
+const keyArb = fc.constantFrom('a', 'b', 'rack', 'kubernetes.io/os', 'x_y-z.w', 'has', 'all', '0', 'in', 'contains', 'not', 'global');
 const valArb = fc.constantFrom('', 'v', 'w', 'a b', '&&', '||', '(x)', '!=', "it's", 'say "hi"', 'V');
 
 const exprArb: fc.Arbitrary<Expr> = fc.letrec<{ e: Expr }>((tie) => ({
   e: fc.oneof(
     { depthSize: 'small', withCrossShrink: true },
-    fc.constant<Expr>({ k: 'all' }),
-    fc.record({ key: keyArb, val: valArb, ne: fc.boolean(), dq: fc.boolean() }).map(({ key, val, ne, dq }): Expr => {
+    fc.constantFrom<Expr>({ k: 'all' }, { k: 'global' }),
+    fc.record({ key: keyArb, val: valArb, op: fc.constantFrom('eq', 'ne', 'contains', 'startsWith', 'endsWith'), dq: fc.boolean() }).map(({ key, val, op, dq }): Expr => {
       // Pick a quote the value does not contain.
       const q = val.includes('"') ? "'" : val.includes("'") ? '"' : dq ? '"' : "'";
-      return { k: ne ? 'ne' : 'eq', key, val, q };
+      return { k: op as 'eq', key, val, q };
     }),
+    fc.record({ key: keyArb, vals: fc.array(fc.constantFrom('', 'v', 'w', 'a b', '&&', '{x}', ','), { maxLength: 3 }), not: fc.boolean(), dq: fc.boolean() })
+      .map(({ key, vals, not, dq }): Expr => ({ k: not ? 'notIn' : 'in', key, vals, q: dq ? '"' : "'" })),
     keyArb.map((key): Expr => ({ k: 'has', key })),
     tie('e').map((e): Expr => ({ k: 'not', e })),
     fc.tuple(tie('e'), tie('e'), fc.boolean()).map(([a, b, and]): Expr => ({ k: and ? 'and' : 'or', a, b })),
@@ -152,7 +189,18 @@ function evaluate(e: Expr, l: Labels): boolean {
   const has = (k: string) => Object.prototype.hasOwnProperty.call(l, k);
   switch (e.k) {
     case 'all':
+    case 'global':
       return true;
+    case 'contains':
+      return has(e.key) && l[e.key].indexOf(e.val) >= 0;
+    case 'startsWith':
+      return has(e.key) && l[e.key].slice(0, e.val.length) === e.val;
+    case 'endsWith':
+      return has(e.key) && l[e.key].length >= e.val.length && l[e.key].slice(l[e.key].length - e.val.length) === e.val;
+    case 'in':
+      return has(e.key) && e.vals.some((v) => v === l[e.key]);
+    case 'notIn':
+      return !has(e.key) || e.vals.every((v) => v !== l[e.key]);
     case 'eq':
       return has(e.key) && l[e.key] === e.val;
     case 'ne':
@@ -176,10 +224,23 @@ function print(e: Expr, rnd: () => number): string {
   const wrap = (s: string, need: boolean) => (need || rnd() < 0.15 ? `(${ws()}${s}${ws()})` : s);
   switch (e.k) {
     case 'all':
-      return `all(${ws()})`;
+    case 'global':
+      return `${e.k}(${ws()})`;
     case 'eq':
     case 'ne':
       return `${e.key}${ws()}${e.k === 'eq' ? '==' : '!='}${ws()}${e.q}${e.val}${e.q}`;
+    case 'contains':
+    case 'startsWith':
+    case 'endsWith': {
+      // Word operators need a space on each side of the words; the value may follow directly.
+      const word = e.k === 'contains' ? 'contains' : e.k === 'startsWith' ? `starts ${ws()} with` : `ends${ws() || ' '}with`;
+      return `${e.key} ${word}${ws()}${e.q}${e.val}${e.q}`;
+    }
+    case 'in':
+    case 'notIn': {
+      const set = e.vals.map((v) => `${ws()}${e.q}${v}${e.q}${ws()}`).join(',');
+      return `${e.key} ${e.k === 'in' ? 'in' : `not${ws() || ' '}in`}${ws()}{${set}}`;
+    }
     case 'has':
       return `has(${ws()}${e.key}${ws()})`;
     case 'not':
@@ -218,7 +279,7 @@ t.test('random expression trees: parseSelector(print(tree)) agrees with evaluati
 });
 
 t.test('random junk: only SelectorError, never another exception', async (t) => {
-  const chars = fc.constantFrom(...'ab=!&|()"\' has all'.split(''));
+  const chars = fc.constantFrom(...'ab=!&|()"\' has all in not{},contains'.split(''));
   holds(
     t,
     fc.property(fc.string({ unit: chars, maxLength: 20 }), (s) => {

@@ -1,0 +1,118 @@
+// What the Calico importer does with every spec field of every kind it reads. The list is Calico's current API
+// (fixtures/calico/v3-spec-fields.json, taken from the Go types); a test checks both agree and that README's table
+// says the same, so a field Calico adds cannot be dropped silently: an unknown field is refused.
+//   honoured: mapped onto blockspeaker's config.   warned: accepted with a warning that says why it has no effect.
+//   refused: an error (the file is not applied).
+export type Treatment = 'honoured' | 'warned' | 'refused';
+
+export interface FieldRule {
+  treatment: Treatment;
+  /** For warned/refused: the reason, shown in the message. For honoured: what it becomes. */
+  note: string;
+  /** warned only: values that mean "off"/default and need no warning. */
+  quietWhen?: unknown[];
+}
+
+const h = (note: string): FieldRule => ({ treatment: 'honoured', note });
+const w = (note: string, quietWhen?: unknown[]): FieldRule => ({ treatment: 'warned', note, quietWhen });
+
+export const CALICO_FIELDS: Record<string, Record<string, FieldRule>> = {
+  IPPool: {
+    cidr: h('pool cidr'),
+    blockSize: h('pool blockSize'),
+    nodeSelector: h('pool nodeSelector (full selector grammar)'),
+    disabled: h('pool disabled'),
+    natOutgoing: h('pool natOutgoing (recorded on allocations)'),
+    disableBGPExport: h('pool disableBGPExport'),
+    allowedUses: h('pool allowedUses'),
+    assignmentMode: h('Automatic: as is; Manual: nodeSelector "!all()", so the pool is used only when requested by name'),
+    ipipMode: w('blockspeaker routes natively over BGP; no IPIP tunnel', ['Never']),
+    vxlanMode: w('blockspeaker routes natively over BGP; no VXLAN tunnel', ['Never']),
+    namespaceSelector: w('IPAM requests carry no namespace: the pool serves every namespace', ['', 'all()']),
+  },
+  BGPPeer: {
+    node: h('the peering applies only to the named node'),
+    nodeSelector: h('the peering applies only to nodes the selector matches'),
+    peerIP: h('peer address and port'),
+    asNumber: h('peer asn'),
+    peerSelector: h('peers with every registered node the selector matches (route reflectors and their clients)'),
+    sourceAddress: h('UseNodeIP (default): connect from node.bgp\'s address of the family; None: the OS picks'),
+    keepaliveTime: h('holdTime = 3 x keepaliveTime (keepalives go every holdTime/3)'),
+    maxRestartTime: h('peer gracefulRestart.restartTime'),
+    nextHopMode: h('Self: next hop self toward the peer; Auto and Keep: our default (kept toward iBGP, self toward eBGP)'),
+    keepOriginalNextHop: h('deprecated form of nextHopMode: Keep'),
+    filters: h('BGPFilter rules become the peer\'s import/export prefix lists'),
+    localASNumber: h('accepted when equal to the node\'s AS; another local AS is refused (one AS per speaker)'),
+    numAllowedLocalASNumbers: w('allowas-in is not implemented: routes with our AS in the path are dropped', [0]),
+    password: w('TCP-MD5 is not supported by this importer yet; the session runs without it'),
+    ttlSecurity: w('GTSM is not implemented; the session uses the default TTL', [0]),
+    reachableBy: w('no static route to the peer is installed; the route table must reach it'),
+    localWorkloadSelector: w('peering with local workloads is not implemented', ['']),
+    reversePeering: w('peering is always symmetric here (as Auto)', ['Auto']),
+  },
+  BGPConfiguration: {
+    asNumber: h('the default AS (bgp.asn in the file wins; a warning says so when they differ)'),
+    listenPort: h('bgp.listen port (the file\'s listen port wins; a warning says so when they differ)'),
+    nodeToNodeMeshEnabled: h('bgp.nodeToNodeMeshEnabled (the file wins when it sets it)'),
+    logSeverityScreen: w('logging is set with --log-level', ['Info', 'info']),
+    serviceClusterIPs: h('announced from every node (bgp.announce), shown in /status'),
+    serviceExternalIPs: h('announced from every node (bgp.announce), shown in /status'),
+    serviceLoadBalancerIPs: h('announced from every node (bgp.announce), shown in /status'),
+    serviceLoadBalancerAggregation: w('service IP advertisement is not implemented yet', ['Enabled']),
+    communities: w('communities on export are not implemented yet', [[]]),
+    prefixAdvertisements: w('communities on export are not implemented yet', [[]]),
+    nodeMeshPassword: w('TCP-MD5 is not supported by this importer yet; mesh sessions run without it'),
+    nodeMeshMaxRestartTime: w('mesh sessions use bgp.gracefulRestart'),
+    bindMode: w('the speaker listens on bgp.listen.address', ['None']),
+    ignoredInterfaces: w('blockspeaker announces IPAM blocks only, never interface routes', [[]]),
+    localWorkloadPeeringIPV4: w('peering with local workloads is not implemented', ['']),
+    localWorkloadPeeringIPV6: w('peering with local workloads is not implemented', ['']),
+    programClusterRoutes: w('remote routes are programmed per dataplane.kind', ['Enabled']),
+    ipv4NormalRoutePriority: w('route metrics are set by the dataplane programmer'),
+    ipv6NormalRoutePriority: w('route metrics are set by the dataplane programmer'),
+  },
+  BGPFilter: {
+    exportV4: h('export prefix rules for peers naming the filter'),
+    importV4: h('import prefix rules for peers naming the filter'),
+    exportV6: h('export prefix rules for peers naming the filter'),
+    importV6: h('import prefix rules for peers naming the filter'),
+  },
+  BGPFilterRule: {
+    cidr: h('rule prefix'),
+    prefixLength: h('rule ge/le (min/max)'),
+    matchOperator: h('Equal: exactly cidr; In: within cidr; NotEqual and NotIn are refused (prefix lists cannot negate)'),
+    action: h('accept/reject'),
+    source: w('the rule applies to every route, not only those from remote peers'),
+    interface: w('blockspeaker exports no interface routes; a rule naming an interface matches nothing', ['']),
+    peerType: w('the rule applies to every peer naming the filter, eBGP or iBGP'),
+    communities: w('matching communities is not implemented; the rule ignores them'),
+    asPathPrefix: w('matching AS paths is not implemented; the rule ignores them', [[]]),
+    priority: w('route priorities are not implemented'),
+    operations: w('operations (add community, prepend, priority) are not implemented', [[]]),
+  },
+  IPAMConfiguration: {
+    strictAffinity: h('ipam.strictAffinity'),
+    maxBlocksPerHost: h('ipam.maxBlocksPerHost'),
+    autoAllocateBlocks: h('ipam.autoAllocateBlocks'),
+    ipCooldownSeconds: h('ipam.ipCooldownSeconds'),
+    kubeVirtVMAddressPersistence: w('no KubeVirt integration', ['Disabled']),
+  },
+  Node: {
+    bgp: h('node.bgp of the node with the same name (see NodeBGP)'),
+    ipv4VXLANTunnelAddr: w('no VXLAN tunnel'),
+    vxlanTunnelMACAddr: w('no VXLAN tunnel'),
+    ipv6VXLANTunnelAddr: w('no VXLAN tunnel'),
+    vxlanTunnelMACAddrV6: w('no VXLAN tunnel'),
+    orchRefs: w('written by calico-node for Kubernetes; not needed here', [[]]),
+    wireguard: w('no WireGuard'),
+    addresses: w('status written by calico-node; not needed here', [[]]),
+    interfaces: w('status written by calico-node; not needed here', [[]]),
+  },
+  NodeBGP: {
+    asNumber: h('node.bgp.asNumber'),
+    ipv4Address: h('node.bgp.ipv4Address'),
+    ipv6Address: h('node.bgp.ipv6Address'),
+    routeReflectorClusterID: h('node.bgp.routeReflectorClusterID'),
+    ipv4IPIPTunnelAddr: w('no IPIP tunnel'),
+  },
+};

@@ -1,0 +1,123 @@
+// The daemon's side of the cluster: register this node, watch the others, and keep the speaker's peer list equal to
+// the configured peers plus the mesh. Configured peers are passed through untouched, so speaker.reconfigure leaves
+// their sessions alone when only the mesh changes.
+import { detectAddress } from '../cluster/autodetect.ts';
+import { meshPeers, mergePeers, selectorPeers } from '../cluster/mesh.ts';
+import { ClusterError, type ClusterNode, type NodeLayout } from '../cluster/node.ts';
+import { NodeRegistry } from '../cluster/registry.ts';
+import type { BgpConfig, Config, PeerConfig } from '../config/types.ts';
+import type { Store } from '../store/types.ts';
+
+export interface ClusterDeps {
+  store: Store;
+  layout?: NodeLayout;
+  /** Apply a full peer list to the speaker (calls are serialised here). */
+  applyPeers: (bgp: BgpConfig) => Promise<void>;
+  warn: (msg: string) => void;
+  info: (msg: string, fields?: Record<string, unknown>) => void;
+}
+
+/** Is the mesh on? Explicit setting, else on exactly when the store is shared (etcd). */
+export function meshEnabled(cfg: Config): boolean {
+  return cfg.bgp?.nodeToNodeMeshEnabled ?? (cfg.ipam?.store ?? '').startsWith('etcd://');
+}
+
+/**
+ * The node as this daemon registers it: node.bgp, the OS as the kubernetes.io/os label, and, when the mesh or a
+ * route-reflector role needs an address the file does not give, the default route's interface address. (Several
+ * daemons sharing an embedded store on one machine would all detect the same address, so nothing is detected
+ * for them unless they mesh.)
+ */
+export async function ownNode(cfg: Config, warn: (msg: string) => void, detect = detectAddress): Promise<ClusterNode> {
+  const nb = cfg.node.bgp ?? {};
+  const n: ClusterNode = { name: cfg.node.name, labels: { ...cfg.node.labels, 'kubernetes.io/os': cfg.node.os } };
+  const needs = meshEnabled(cfg) || !!nb.routeReflectorClusterID;
+  const v4 = nb.ipv4Address ?? (needs ? await detect(4) : undefined);
+  const v6 = nb.ipv6Address ?? (needs && !nb.ipv4Address ? await detect(6) : undefined);
+  if (v4) n.ipv4Address = v4;
+  if (v6) n.ipv6Address = v6;
+  if (cfg.bgp) {
+    if (nb.asNumber !== undefined && nb.asNumber !== cfg.bgp.asn) {
+      warn(`node.bgp.asNumber ${nb.asNumber} differs from bgp.asn ${cfg.bgp.asn}; bgp.asn is used (and registered)`);
+    }
+    n.asNumber = cfg.bgp.asn;
+  } else if (nb.asNumber !== undefined) n.asNumber = nb.asNumber;
+  if (nb.routeReflectorClusterID) n.routeReflectorClusterID = nb.routeReflectorClusterID;
+  return n;
+}
+
+export class ClusterPeers {
+  readonly registry: NodeRegistry;
+  self: ClusterNode | null = null;
+  private bgp: BgpConfig | null = null;
+  private mesh = false;
+  private peers: PeerConfig[] = [];
+  private chain: Promise<void> = Promise.resolve();
+  private readonly warnedShadow = new Set<string>();
+
+  constructor(private readonly deps: ClusterDeps) {
+    this.registry = new NodeRegistry(deps.store, {
+      layout: deps.layout,
+      onBadNode: (key, err) => deps.warn(`cluster: node ${key} skipped: ${err.message}`),
+    });
+  }
+
+  /** Register (refused with both names on an address clash) and start watching. */
+  async start(cfg: Config): Promise<void> {
+    this.self = await this.registry.register(await ownNode(cfg, this.deps.warn));
+    this.deps.info(`cluster: registered node ${this.self.name}`, { node: this.self });
+    this.bgp = cfg.bgp;
+    this.mesh = meshEnabled(cfg);
+    await this.registry.watch(() => this.update());
+    await this.chain;
+  }
+
+  /** A reload: new configured peers or mesh setting; the mesh part is recomputed. */
+  async reconfigure(cfg: Config): Promise<void> {
+    this.bgp = cfg.bgp;
+    this.mesh = meshEnabled(cfg);
+    this.update();
+    await this.chain;
+  }
+
+  /** The cluster peers now in effect (mesh). */
+  get clusterPeers(): readonly PeerConfig[] {
+    return this.peers;
+  }
+
+  status(): unknown {
+    return {
+      self: this.self,
+      mesh: this.mesh,
+      nodes: [...this.registry.current.values()],
+      meshPeers: this.peers.map((p) => ({ address: p.address, asn: p.asn, passive: p.passive, families: p.families })),
+    };
+  }
+
+  close(): void {
+    this.registry.close();
+  }
+
+  private update(): void {
+    const bgp = this.bgp;
+    const self = this.self;
+    if (!bgp || !self) return;
+    const nodes = this.registry.current;
+    const settings = { defaultAsn: bgp.asn, port: bgp.listen ? bgp.listen.port : 179, holdTime: 90, gracefulRestart: bgp.gracefulRestart };
+    const mesh = [
+      ...(this.mesh ? meshPeers(self, nodes.values(), settings) : []),
+      ...selectorPeers(self, nodes.values(), bgp.selectorPeers ?? [], settings),
+    ];
+    const { peers, shadowed } = mergePeers(bgp.peers, mesh);
+    for (const p of shadowed.filter((x) => !this.warnedShadow.has(x.address))) {
+      this.warnedShadow.add(p.address);
+      this.deps.warn(`cluster: mesh peer ${p.address} is also a configured peer; the configured one is used`);
+    }
+    this.peers = mesh;
+    const next: BgpConfig = { ...bgp, peers };
+    if (self.routeReflectorClusterID) next.clusterId = self.routeReflectorClusterID;
+    this.chain = this.chain.then(() => this.deps.applyPeers(next)).catch((e) => this.deps.warn(`cluster: applying peers failed: ${(e as Error).message}`));
+  }
+}
+
+export { ClusterError };
