@@ -13,7 +13,8 @@ const MAX_ENTRIES = 1 << 16;
 /**
  * Also emptied past this many octets of paths: the decoded paths (8-octet numbers per ASN) cost a few times their
  * wire bytes, and a peer sending many long distinct paths (the live fuzzer does) would otherwise hold hundreds of
- * MB per session under the entry limit alone. A full table's paths take about 2 MB.
+ * MB per session under the entry limit alone. 65,536 typical paths (~30 octets) are ~2 MB: the entry limit comes
+ * first for real tables.
  */
 const MAX_ARENA = 8 << 20;
 const EMPTY = -1;
