@@ -108,6 +108,7 @@ async function main(): Promise<void> {
       lostMax: Math.max(...rounds.map((r) => r[kind].lost)),
       staleSeenMedian: median(rounds.map((r) => r[kind].staleSeen)),
       freshAfterMsMedian: median(rounds.map((r) => r[kind].freshAfterMs)),
+      // 0: the routes were fresh before our status endpoint answered.
       freshAfterUpMsMedian: median(rounds.map((r) => r[kind].freshAfterUpMs)),
     };
   }
