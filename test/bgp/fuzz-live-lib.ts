@@ -26,6 +26,8 @@ export interface LiveFuzzReport {
   /** heapUsed in MB after the first batch and at the end (after a GC when --expose-gc is on). */
   heapStartMB: number;
   heapEndMB: number;
+  /** heapUsed in MB (after a GC when possible) every `sampleEvery` messages written: flat when memory is bounded. */
+  heapSamplesMB: number[];
   ribRoutes: number;
   examples: string[];
 }
@@ -35,8 +37,10 @@ const BYSTANDER = '127.0.0.3';
 const BATCH = 2000;
 
 /** Write `n` mutated messages into a live session (see above). */
-export async function fuzzLive(n: number, seed = 1, opts: { maxResets?: number; onProgress?: (done: number) => void } = {}): Promise<LiveFuzzReport> {
+export async function fuzzLive(n: number, seed = 1, opts: { maxResets?: number; sampleEvery?: number; onProgress?: (done: number) => void } = {}): Promise<LiveFuzzReport> {
   const maxResets = opts.maxResets ?? 50;
+  const sampleEvery = opts.sampleEvery ?? 100_000;
+  let nextSample = sampleEvery;
   const rnd = mulberry32(seed);
   const seeds = corpus(seed, 300);
   const port = await freePort();
@@ -46,7 +50,7 @@ export async function fuzzLive(n: number, seed = 1, opts: { maxResets?: number; 
   await s.start();
   const rep: LiveFuzzReport = {
     generated: 0, sentSurvivable: 0, sentResetting: 0, wrongNotification: 0, unexpectedDown: 0, bystanderFlaps: 0,
-    outcomes: {}, heapStartMB: 0, heapEndMB: 0, ribRoutes: 0, examples: [],
+    outcomes: {}, heapStartMB: 0, heapEndMB: 0, heapSamplesMB: [], ribRoutes: 0, examples: [],
   };
   const status = (addr: string) => s.peers().find((p) => p.address === addr)!;
   const connect = async (addr: string, asn: number): Promise<RawPeer> => {
@@ -69,6 +73,15 @@ export async function fuzzLive(n: number, seed = 1, opts: { maxResets?: number; 
     rep.sentSurvivable += batch.length;
     batch = [];
     await waitFor(() => status(FUZZ).messages.received >= want || status(FUZZ).state !== 'Established', 'batch processed', 30_000, 5);
+    // The raw peers keep every message they receive (the bystander gets each route exported): drop them, or the
+    // heap samples would measure this harness rather than the speaker.
+    bystander.received.length = 0;
+    peer.received.length = 0;
+    if (rep.sentSurvivable >= nextSample) {
+      nextSample += sampleEvery;
+      (globalThis as { gc?: () => void }).gc?.();
+      rep.heapSamplesMB.push(heapMB());
+    }
     if (status(FUZZ).state !== 'Established') {
       rep.unexpectedDown++;
       if (rep.examples.length < 10) rep.examples.push(`session went down on a survivable batch: ${status(FUZZ).lastError}`);

@@ -5,6 +5,7 @@ import t from 'tap';
 import { Speaker, type SpeakerConfig, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
 import { Afi, DecodeScratch, Safi, decodeMessage, endOfRib, type Capability, type UpdateMessage } from '../../src/bgp/codec/index.ts';
 import { parsePrefix } from '../../src/net/ip.ts';
+import { AsPathCache, hashBytes } from '../../src/bgp/codec/aspaths.ts';
 import { RawServer, defaultCaps, freePort, rawUpdate, waitFor, type RawPeer } from './raw-peer.ts';
 
 let PORT = 0;
@@ -150,4 +151,25 @@ t.test('iBGP: confederation segments are not an error from a peer inside the AS'
   p.send(update([], [...ORIGIN_IGP, ...asPath([3, [64512]], [2, [65003]]), ...NEXT_HOP_2, 0x40, 5, 4, 0, 0, 0, 100], nlri24(10, 8, 0)));
   await waitFor(() => has(s, '10.8.0.0/24'), 'accepted');
   t.equal(stateOf(s).errors.treatAsWithdraw, 0);
+});
+
+t.test('AsPathCache is bounded in bytes too: long distinct paths (a hostile or fuzzing peer) empty it', async (t) => {
+  const c = new AsPathCache();
+  const path = Object.freeze([Object.freeze({ type: 2 as const, asns: Object.freeze([65002]) })]);
+  const value = (i: number) => {
+    const b = new Uint8Array(4000); // ~1,000 ASNs' worth of AS_PATH
+    b[0] = i & 255;
+    b[1] = (i >>> 8) & 255;
+    return b;
+  };
+  let maxSize = 0;
+  for (let i = 0; i < 5000; i++) {
+    const b = value(i);
+    c.add(b, 0, b.length, hashBytes(b, 0, b.length), path);
+    maxSize = Math.max(maxSize, c.size);
+  }
+  t.ok(maxSize < 5000, `never more than ${maxSize} entries of 4,000 octets (8 MiB)`);
+  t.ok(maxSize >= 2000, 'but still holds thousands');
+  const last = value(4999);
+  t.not(c.find(last, 0, last.length, hashBytes(last, 0, last.length)), -1, 'the newest is found');
 });

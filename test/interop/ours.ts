@@ -100,7 +100,7 @@ export class Ours {
     const file = this.writeConfig();
     fs.appendFileSync(this.logFile, `----- start ${new Date().toISOString()}\n`);
     this.child = runNodeInNetns(this.ns, BIN, ['run', '-c', file, '--run-dir', this.dir, '--log-level', 'debug'], { logFile: this.logFile });
-    await waitFor(async () => (await this.get('/healthz')).status === 200, { what: 'our status endpoint up', timeoutMs: 20_000 })
+    await waitFor(async () => (await this.get('/healthz')).status === 200, { what: 'our status endpoint up', timeoutMs: 60_000 })
       .catch((e: Error) => {
         throw new Error(`${e.message}\n${this.logs(30)}`);
       });

@@ -10,6 +10,13 @@
 import { asPathFacts, type AsPath, type AsPathFacts } from '../../rib/attrs.ts';
 
 const MAX_ENTRIES = 1 << 16;
+/**
+ * Also emptied past this many octets of paths: the decoded paths (8-octet numbers per ASN) cost a few times their
+ * wire bytes, and a peer sending many long distinct paths (the live fuzzer does) would otherwise hold hundreds of
+ * MB per session under the entry limit alone. 65,536 typical paths (~30 octets) are ~2 MB: the entry limit comes
+ * first for real tables.
+ */
+const MAX_ARENA = 8 << 20;
 const EMPTY = -1;
 
 export class AsPathCache {
@@ -57,7 +64,7 @@ export class AsPathCache {
   /** Remember that b[s..e) (hash `h`, at most 65,535 octets: an attribute value) decodes to `path`; returns the entry. */
   add(b: Uint8Array, s: number, e: number, h: number, path: AsPath): number {
     const len = e - s;
-    if (this.n === MAX_ENTRIES) this.clear();
+    if (this.n === MAX_ENTRIES || this.arenaTop + len > MAX_ARENA) this.clear();
     else if (this.n === this.hashes.length) this.grow();
     if (this.arenaTop + len > this.arena.length) {
       const bigger = new Uint8Array(Math.max(this.arena.length * 2, this.arenaTop + len));
