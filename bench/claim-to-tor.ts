@@ -18,7 +18,8 @@
 //            claim one and borrows a single address (strictAffinity off, the default): the route is that /32.
 // --warmup tries of each case run first and are not counted. Every wait is bounded (10 s per try); a try whose
 // route never arrives is counted under `missed`. Namespaces, daemons and the temp dir are removed at exit.
-// The final line is JSON: claimToTor.{p50Ms,p99Ms} over both cases and claim/borrow figures.
+// The final line is JSON: claimToTor.{p50Ms,p99Ms} over both cases and claim/borrow figures, each with the p50/p99
+// of the assign's reply alone (assignReplyP50Ms, ...: the IPAM and store part of the latency).
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -140,10 +141,12 @@ ipc: { path: ${sock} }
   cli('assign', '--host', 'node-b', '--num4', '1', '--pool', 'borrow', '--handle', 'node-b-pod');
 
   let n = 0;
+  const replyMs = { claim: [] as number[], borrow: [] as number[] };
   const once = async (pool: 'claim' | 'borrow'): Promise<number | null> => {
     const handle = `${pool}-${++n}`;
     const t0 = performance.now();
     const reply = await ipcRequest<AssignReply>(sock, 'ipam.assign', { handle, num4: 1, pools: [pool] });
+    replyMs[pool].push(performance.now() - t0);
     const ip = reply.ips[0];
     if (!ip) throw new Error(`assign ${handle}: no address (${JSON.stringify(reply)})`);
     if ((pool === 'borrow') !== ip.borrowed) throw new Error(`assign ${handle}: ${ip.ip} borrowed=${ip.borrowed}, expected a ${pool}`);
@@ -169,6 +172,7 @@ ipc: { path: ${sock} }
   const borrow: number[] = [];
   let missed = 0;
   for (let i = 0; i < WARMUP; i++) { await once('claim'); await once('borrow'); }
+  replyMs.claim.length = replyMs.borrow.length = 0;
   for (let i = 0; i < TRIES; i++) {
     for (const [pool, xs] of [['claim', claim], ['borrow', borrow]] as const) {
       const ms = await once(pool);
@@ -179,7 +183,9 @@ ipc: { path: ${sock} }
   }
   const figures = (xs: number[]) => ({ p50Ms: r2(pct(xs, 0.5)), p99Ms: r2(pct(xs, 0.99)), maxMs: r2(Math.max(...xs)), n: xs.length });
   const all = [...claim, ...borrow];
-  return { ...figures(all), missed, tries: TRIES, warmup: WARMUP, claim: figures(claim), borrow: figures(borrow) };
+  // Where the time goes: the assign's reply alone (store write included), the rest is announce + BGP + BIRD.
+  const withReply = (xs: number[], pool: 'claim' | 'borrow') => ({ ...figures(xs), assignReplyP50Ms: r2(pct(replyMs[pool], 0.5)), assignReplyP99Ms: r2(pct(replyMs[pool], 0.99)) });
+  return { ...figures(all), missed, tries: TRIES, warmup: WARMUP, claim: withReply(claim, 'claim'), borrow: withReply(borrow, 'borrow') };
 }
 
 const loadStart = loadavg().map((x) => Math.round(x * 10) / 10);
