@@ -1,7 +1,7 @@
 // bench/footprint: how small the daemon and the CNI plugin are, each figure beside what a user would otherwise run,
 // in one run.
 //
-//   npm run bench:footprint -- [--skip idle,cni,peers100] [--rounds N] [--cni-count N]
+//   npm run bench:footprint -- [--skip idle,cni,peers100,claimToTor] [--rounds N] [--cni-count N] [--tries N]
 //
 //   idle      RSS of `blockspeaker run` (compiled, as users run it) on the demo config (embedded store, no peers,
 //             dataplane none), once /readyz says ready and 3 s have passed, beside a bare `node` process idling;
@@ -10,9 +10,12 @@
 //             interleaved pod by pod, and the floor no Node.js plugin can beat: `node -e 0` (start and exit).
 //   peers100  bench/bgp-ingest.ts's bgperf shape as a child (100 peers x 100 prefixes from BIRD into one receiver),
 //             blockspeaker and BIRD as receivers: peak RSS and CPU of each (root, bird2).
-// Not here yet: claim-to-ToR latency (see BENCHMARKS.md).
+//   claimToTor bench/claim-to-tor.ts as a child (root, bird2): --tries (200) IPAM assigns over the control socket
+//             that claim a new block, and as many that borrow one address, each timed until the route is in the
+//             table of a real BIRD peered over a veth pair (BIRD's kernel export, seen by `ip monitor route`).
 // The final line is JSON with idle.rssMB, idle.bareNodeRssMB, cni.addDelRatioVsHostLocal, peers100.rssMB,
-// peers100.cpuRatioVsBird, ...
+// peers100.cpuRatioVsBird, claimToTor.p50Ms, claimToTor.p99Ms (claim and borrow together; per case under
+// claimToTor.claim and claimToTor.borrow), ...
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -25,6 +28,7 @@ const { values } = parseArgs({
     skip: { type: 'string', default: '' },
     rounds: { type: 'string', default: '3' },
     'cni-count': { type: 'string', default: '50' },
+    tries: { type: 'string', default: '200' },
   },
 });
 const skip = new Set(values.skip!.split(',').map((s) => s.trim()).filter(Boolean));
@@ -144,6 +148,14 @@ function peers100(): Record<string, number> {
   };
 }
 
+// ---- claim to ToR ----------------------------------------------------------------------------------------------
+
+function claimToTor(): Record<string, unknown> {
+  const out = childJson(['bench/claim-to-tor.ts', '--tries', values.tries!], 'bench/claim-to-tor.ts').claimToTor;
+  log(`claimToTor: p50 ${out.p50Ms} ms, p99 ${out.p99Ms} ms (claim p99 ${out.claim.p99Ms} ms, borrow p99 ${out.borrow.p99Ms} ms; ${out.missed} missed)`);
+  return out;
+}
+
 // ---- main ------------------------------------------------------------------------------------------------------
 
 spawnSync('npm', ['run', 'build'], { cwd: root, stdio: 'inherit' }); // the compiled daemon, as users run it
@@ -153,5 +165,6 @@ const json: Record<string, unknown> = {
 if (!skip.has('idle')) json.idle = await idle();
 if (!skip.has('cni')) json.cni = cni();
 if (!skip.has('peers100')) json.peers100 = peers100();
+if (!skip.has('claimToTor')) json.claimToTor = claimToTor();
 (json.machine as Record<string, unknown>).loadEnd = loadavg().map(r1);
 console.log(JSON.stringify(json));
