@@ -10,9 +10,8 @@
 import { spawn as nodeSpawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import { createRequire } from 'node:module';
 import os from 'node:os';
-import type fsxModule from 'fs-native-extensions';
+import fsx from 'fs-native-extensions';
 import { defaultPaths, HOST_PLATFORM, netIpcPath, socketEndpoint, type DefaultPaths, type PlatformId } from './paths.ts';
 
 export type { PlatformId, DefaultPaths } from './paths.ts';
@@ -151,11 +150,6 @@ function readLinuxBootId(): string | undefined {
   }
 }
 
-// The native lock addon costs ~150 ms to load on a busy machine: loaded on the first lock, not by every CLI command
-// that reads a config.
-let fsxLoaded: typeof fsxModule | undefined;
-const fsx = (): typeof fsxModule => (fsxLoaded ??= createRequire(import.meta.url)('fs-native-extensions') as typeof fsxModule);
-
 export function realDeps(): PlatformDeps {
   const sab = new Int32Array(new SharedArrayBuffer(4));
   return {
@@ -168,7 +162,7 @@ export function realDeps(): PlatformDeps {
       mkdirSync: (d, o) => fs.mkdirSync(d, o),
       fsyncSync: (fd) => fs.fsyncSync(fd),
     },
-    lock: { tryLock: (fd) => fsx().tryLock(fd), waitForLock: (fd) => fsx().waitForLock(fd), unlock: (fd) => fsx().unlock(fd) },
+    lock: { tryLock: (fd) => fsx.tryLock(fd), waitForLock: (fd) => fsx.waitForLock(fd), unlock: (fd) => fsx.unlock(fd) },
     env: process.env,
     hostname: () => os.hostname(),
     uptime: () => os.uptime(),
