@@ -9,6 +9,7 @@ const groups: Record<string, { describe: string; load: () => Promise<Group> }> =
   hns: { describe: 'Windows HNS programming: plan operations from actual and desired state', load: () => import('./hns.ts') },
   run: { describe: 'run the node daemon: blockspeaker run -c FILE', load: () => import('./run.ts') },
   bgp: { describe: 'BGP tools (decode: hex messages to JSON)', load: () => import('./bgp.ts') },
+  cni: { describe: 'CNI tools (conflist: the containerd network config list for a Windows node)', load: () => import('./cni.ts') },
   show: { describe: 'ask the running daemon: show peers | route [for ADDR] | ipam | status', load: () => import('./show.ts') },
 };
 
