@@ -17,6 +17,7 @@ import { FakeExecutor, FakeHns } from '../hns/fake.ts';
 import { HNS_DEFAULT_NETWORK } from '../hns/limits.ts';
 import type { HnsExecutor } from '../hns/model.ts';
 import { PowerShellExecutor, processRunner } from '../hns/powershell.ts';
+import { findWorkerScript, powershellWorker } from '../hns/worker.ts';
 import { HnsDataplane } from './hns.ts';
 import { Ipam } from '../ipam/ipam.ts';
 import type { BlockInfo, Pool } from '../ipam/types.ts';
@@ -330,7 +331,10 @@ export class Daemon {
     let fake: FakeHns | null = null;
     if (process.platform === 'win32' && !this.opts.dryRun) {
       const interfaceAlias = dp.mode === 'overlay' ? undefined : dp.interfaceAlias ?? (dp.adapter ? `vEthernet (${dp.adapter})` : undefined);
-      executor = new PowerShellExecutor({ runner: processRunner(), network, module: dp.module, interfaceAlias });
+      // One long-lived PowerShell worker (worker.ps1 beside the executable); one powershell.exe per batch without it.
+      const script = findWorkerScript();
+      if (!script) this.log.warn('dataplane hns: worker.ps1 not found beside the executable; starting one PowerShell per batch');
+      executor = new PowerShellExecutor({ runner: script ? powershellWorker(script) : processRunner(), network, module: dp.module, interfaceAlias });
     } else {
       fake = this.opts.fakeHns ?? new FakeHns();
       executor = new FakeExecutor(fake);
