@@ -17,7 +17,7 @@ import { FakeExecutor, FakeHns } from '../hns/fake.ts';
 import { HNS_DEFAULT_NETWORK } from '../hns/limits.ts';
 import type { HnsExecutor } from '../hns/model.ts';
 import { PowerShellExecutor, processRunner } from '../hns/powershell.ts';
-import { findWorkerScript, powershellWorker } from '../hns/worker.ts';
+import { findWorkerScript, powershellWorker, type ScriptWorker } from '../hns/worker.ts';
 import { HnsDataplane } from './hns.ts';
 import { Ipam } from '../ipam/ipam.ts';
 import type { BlockInfo, Pool } from '../ipam/types.ts';
@@ -329,19 +329,21 @@ export class Daemon {
     const network = dp.network ?? HNS_DEFAULT_NETWORK;
     let executor: HnsExecutor;
     let fake: FakeHns | null = null;
+    let worker: ScriptWorker | undefined;
     if (process.platform === 'win32' && !this.opts.dryRun) {
       const interfaceAlias = dp.mode === 'overlay' ? undefined : dp.interfaceAlias ?? (dp.adapter ? `vEthernet (${dp.adapter})` : undefined);
       // One long-lived PowerShell worker (worker.ps1 beside the executable); one powershell.exe per batch without it.
       const script = findWorkerScript();
       if (!script) this.log.warn('dataplane hns: worker.ps1 not found beside the executable; starting one PowerShell per batch');
-      executor = new PowerShellExecutor({ runner: script ? powershellWorker(script) : processRunner(), network, module: dp.module, interfaceAlias });
+      worker = script ? powershellWorker(script) : undefined;
+      executor = new PowerShellExecutor({ runner: worker ?? processRunner(), network, module: dp.module, interfaceAlias });
     } else {
       fake = this.opts.fakeHns ?? new FakeHns();
       executor = new FakeExecutor(fake);
       this.log.warn('dataplane hns: using the in-memory fake HNS (not Windows, or --dry-run); nothing is programmed');
     }
     const hns = new HnsDataplane({
-      dp, host: this.cfg.node.name, ipam: this.ipam, executor, fake, log: this.log,
+      dp, host: this.cfg.node.name, ipam: this.ipam, executor, fake, log: this.log, worker,
       onPass: (r) => {
         if (r.ok) {
           this.readiness.dataplane = true;
@@ -514,6 +516,11 @@ export class Daemon {
       collect() {
         this.reset();
         this.inc(daemon.hns?.orphansReleased ?? 0);
+      } });
+    new Counter({ name: 'blockspeaker_hns_worker_timeouts_total', help: 'HNS script worker calls that timed out (the worker was killed and restarted)', registers: [reg],
+      collect() {
+        this.reset();
+        this.inc(daemon.hns?.workerStats()?.timeouts ?? 0);
       } });
     new Gauge({ name: 'blockspeaker_dataplane_last_success_timestamp_seconds', help: 'When route programming last succeeded (0: never)', registers: [reg],
       collect() {

@@ -13,6 +13,7 @@ import { readIpamView, type IpamView } from '../hns/ipam-view.ts';
 import { HNS_DEFAULT_NETWORK } from '../hns/limits.ts';
 import { type HnsExecutor, type HnsSnapshot, endpointAddresses } from '../hns/model.ts';
 import { HnsReconciler, type PassRecord } from '../hns/reconcile.ts';
+import type { WorkerStats } from '../hns/worker.ts';
 
 export interface HnsDataplaneOptions {
   dp: HnsDataplaneConfig;
@@ -23,6 +24,8 @@ export interface HnsDataplaneOptions {
   log: { info(o: object, m: string): void; warn(o: object, m: string): void; error(o: object, m: string): void };
   now?: () => number;
   onPass?: (r: PassRecord) => void;
+  /** The long-lived script worker (Windows), for its call, timeout and restart counts. */
+  worker?: { stats(): WorkerStats; close(): void };
   /** Reconciler timing (tests). */
   intervalMs?: number;
 }
@@ -78,6 +81,11 @@ export class HnsDataplane {
     this.unfollow?.();
     this.unfollow = null;
     this.reconciler.stop();
+    this.o.worker?.close();
+  }
+
+  workerStats(): WorkerStats | null {
+    return this.o.worker?.stats() ?? null;
   }
 
   notify(): void {
@@ -186,6 +194,7 @@ export class HnsDataplane {
       remoteRoutes: this.remote.size,
       passes: s.passes, consecutiveFailures: s.consecutiveFailures, lastPlan: s.lastPlan, lastError: s.lastError,
       drift: { events: s.driftEvents, last: s.drift },
+      worker: this.workerStats(),
       addressing: this.lastView?.pools ?? [],
       addressingProblems: this.lastView?.problems ?? [],
       endpoints: {
