@@ -11,6 +11,7 @@ const groups: Record<string, { describe: string; load: () => Promise<Group> }> =
   bgp: { describe: 'BGP tools (decode: hex messages to JSON)', load: () => import('./bgp.ts') },
   top: { describe: 'the running daemon at a glance, redrawn every second (--once: one frame)', load: () => import('./top.ts') },
   node: { describe: 'cluster nodes: node --store S list | delete NAME', load: () => import('./node.ts') },
+  cni: { describe: 'CNI tools (conflist: the containerd network config list for a Windows node)', load: () => import('./cni.ts') },
   show: { describe: 'ask the running daemon: show peers | route [for ADDR] | ipam | status', load: () => import('./show.ts') },
   daemon: { describe: 'control the running daemon: daemon stop [--withdraw] | reload', load: () => import('./daemon.ts') },
 };

@@ -9,6 +9,7 @@ import { checkEtcdSecurity, isEtcdUrl, type EtcdSecurity, type SecretSource } fr
 import { Checker, isPlainObject, show, type ConfigIssue, type Path } from './check.ts';
 import { HARDENING_PEER_FIELDS, maxPrefixes } from './peer-hardening.ts';
 import { nodeBgpSection } from './node-bgp.ts';
+import { checkHnsAgainst, HNS_FIELDS, hnsDataplane } from './hns.ts';
 import type {
   AddressFamily, BgpConfig, Config, DataplaneConfig, IpamConfig, IpcConfig, ListenAddress, NodeConfig, PeerConfig,
   PeerGracefulRestart, PoolConfig, PrefixRule, ReservationConfig, StatusConfig,
@@ -97,7 +98,7 @@ function validateConfig(c: Checker, v: unknown, platform: Platform = hostPlatfor
   const o = c.object([], v ?? {}, ['node', 'bgp', 'ipam', 'dataplane', 'status', 'ipc']);
   if (!o) return undefined;
   const node = nodeSection(c, o.node, platform);
-  return {
+  const cfg: Config = {
     node,
     bgp: o.bgp === undefined || o.bgp === null ? null : bgpSection(c, o.bgp) ?? null,
     ipam: o.ipam === undefined || o.ipam === null ? null : ipamSection(c, o.ipam) ?? null,
@@ -105,6 +106,8 @@ function validateConfig(c: Checker, v: unknown, platform: Platform = hostPlatfor
     status: statusSection(c, o.status) ?? false,
     ipc: ipcSection(c, o.ipc) ?? false,
   };
+  checkHnsAgainst(c, cfg);
+  return cfg;
 }
 
 function nodeSection(c: Checker, v: unknown, platform: Platform): NodeConfig {
@@ -452,7 +455,7 @@ function dataplaneSection(c: Checker, v: unknown): DataplaneConfig | undefined {
   if (!isPlainObject(v)) return c.bad(P, 'a mapping with kind: none | linux | hns', v);
   const kind = c.opt(v.kind, 'none' as const, (x) => c.oneOf([...P, 'kind'], x, ['none', 'linux', 'hns'] as const));
   if (kind === undefined) {
-    c.object(P, v, ['kind', 'table', 'protocol', 'bridge', 'network', 'mode', 'vni']);
+    c.object(P, v, [...new Set(['kind', 'table', 'protocol', 'bridge', ...HNS_FIELDS])]);
     return undefined;
   }
   if (kind === 'none') {
@@ -471,16 +474,7 @@ function dataplaneSection(c: Checker, v: unknown): DataplaneConfig | undefined {
     if (table === undefined || protocol === undefined || (o.bridge !== undefined && bridge === undefined)) return undefined;
     return bridge === undefined ? { kind, table, protocol } : { kind, table, protocol, bridge };
   }
-  const o = c.object(P, v, ['kind', 'network', 'mode', 'vni'])!;
-  const network = c.opt(o.network, undefined, (x) => c.string([...P, 'network'], x));
-  const mode = c.opt(o.mode, 'l2bridge' as const, (x) => c.oneOf([...P, 'mode'], x, ['l2bridge', 'overlay'] as const));
-  // VXLAN IDs below 4096 are reserved by HNS.
-  const vni = c.opt(o.vni, undefined, (x) => c.int([...P, 'vni'], x, 4096, 16777215));
-  if (mode === undefined || (o.vni !== undefined && vni === undefined) || (o.network !== undefined && network === undefined)) return undefined;
-  const d: DataplaneConfig = { kind, mode };
-  if (network !== undefined) d.network = network;
-  if (vni !== undefined) d.vni = vni;
-  return d;
+  return hnsDataplane(c, P, c.object(P, v, HNS_FIELDS)!);
 }
 
 function statusSection(c: Checker, v: unknown): StatusConfig | false | undefined {

@@ -173,7 +173,35 @@ export type DataplaneConfig =
      */
     bridge?: string;
   }
-  | { kind: 'hns'; network?: string; mode: 'l2bridge' | 'overlay'; vni?: number };
+  | HnsDataplaneConfig;
+
+/** dataplane kind hns (src/config/hns.ts validates it; README "HNS dataplane" documents every field). */
+export interface HnsDataplaneConfig {
+  kind: 'hns';
+  /** The HNS network's Name. Default "blockspeaker". */
+  network?: string;
+  mode: 'l2bridge' | 'l2tunnel' | 'overlay';
+  /** Overlay: the VXLAN VNI (VSID), 4096..65535. Required for overlay. */
+  vni?: number;
+  /** The physical adapter the network is bound to (NetAdapterName policy at creation). */
+  adapter?: string;
+  /** Management vNIC for l2bridge/l2tunnel host routes. Default "vEthernet (<adapter>)". */
+  interfaceAlias?: string;
+  /** Overlay: this node's distributed router MAC, published beside its block affinities. Required for overlay. */
+  drMac?: string;
+  /** Overlay: this node's provider address (ProviderAddress policy; routes via it are ours). */
+  providerAddress?: string;
+  /** Path of HNS.V2.psm1 on the node. Default C:\\k\\hns.v2.psm1. */
+  module?: string;
+  /** Extra owned ranges (e.g. the cluster CIDR) beside the pools. */
+  ownedPrefixes?: string[];
+  /** One block per host, the block is the network's subnet (kube-proxy's and Calico's classic layout). */
+  singleNetwork?: boolean;
+  /** RouteMetric of our management vNIC routes. Default 271. */
+  routeMetric?: number;
+  /** Seconds an IPAM handle may hold an address with no HNS endpoint before it is released. Default 600; 0: never. */
+  endpointGraceSeconds?: number;
+}
 
 export interface StatusConfig {
   /** Port 0 picks a free port (the daemon logs the one it got). */

@@ -13,11 +13,12 @@ import { Speaker, type Logger, type PeerStatus } from '../bgp/speaker.ts';
 import { importCalico } from '../config/calico.ts';
 import { applyCalicoImport } from './calico-merge.ts';
 import { ConfigError, loadConfig, type Config, type ListenAddress, type PoolConfig } from '../config/config.ts';
-import { buildDesired, type HnsConfig, RemoteRouteTable } from '../hns/desired.ts';
 import { FakeExecutor, FakeHns } from '../hns/fake.ts';
+import { HNS_DEFAULT_NETWORK } from '../hns/limits.ts';
 import type { HnsExecutor } from '../hns/model.ts';
 import { PowerShellExecutor, processRunner } from '../hns/powershell.ts';
-import { HnsReconciler } from '../hns/reconcile.ts';
+import { findWorkerScript, powershellWorker, type ScriptWorker } from '../hns/worker.ts';
+import { HnsDataplane } from './hns.ts';
 import { Ipam } from '../ipam/ipam.ts';
 import type { BlockInfo, Pool } from '../ipam/types.ts';
 import { ipamHandlers } from '../ipc/ipam.ts';
@@ -52,6 +53,8 @@ export interface DaemonOptions {
   version: string;
   /** Graceful-restart restarting speaker (R bit). */
   restarted?: boolean;
+  /** HNS dataplane with the in-memory fake: this one (tests put pods' endpoints in it, as win-bridge would). */
+  fakeHns?: FakeHns;
   /** HNS dataplane: use the in-memory fake even on Windows. */
   dryRun?: boolean;
   startedAt?: number;
@@ -152,7 +155,7 @@ export class Daemon {
   /** (Re)subscribe the dataplane to a speaker's RIB; a reload may add or remove the speaker. */
   private follow: (rib: Rib | null) => void = () => undefined;
   private linux: { reconciler: LinuxReconciler; remote: RemoteRoutes } | null = null;
-  private hns: { reconciler: HnsReconciler; remote: RemoteRouteTable; fake: FakeHns | null } | null = null;
+  private hns: HnsDataplane | null = null;
   private dataplaneErrors = 0;
   private dataplaneLastSuccess: number | null = null;
   private readonly readiness = { store: false, speaker: false, dataplane: false };
@@ -309,7 +312,11 @@ export class Daemon {
 
   private async startIpc(path: string): Promise<void> {
     const handlers = {
-      ...(this.ipam ? ipamHandlers(this.ipam, this.cfg.node.name, { log: (msg, f) => this.log.info(f ?? {}, msg) }) : {}),
+      ...(this.ipam ? ipamHandlers(this.ipam, this.cfg.node.name, {
+        log: (msg, f) => this.log.info(f ?? {}, msg),
+        // HNS: the CNI result's gateway is the one HNS holds (README "HNS addressing").
+        ...(this.cfg.dataplane.kind === 'hns' ? { dataplaneGateway: (pool, family) => this.hns ? this.hns.gateway(pool, family) : Promise.resolve(null) } : {}),
+      }) : {}),
       'show.peers': () => this.speaker?.peers() ?? [],
       'show.routes': (p: { prefix?: string; lpm?: string }) => this.routes(p),
       'show.ipam': async () => ({ host: this.cfg.node.name, pools: await this.poolUsage(), blocks: await this.blockUsage(), announced: this.localPrefixes.map(formatPrefix) }),
@@ -369,53 +376,41 @@ export class Daemon {
       return;
     }
     // hns: the real HNS only on Windows; elsewhere (and with --dry-run) the in-memory fake, to see the plans.
-    const network = dp.network ?? 'blockspeaker';
+    // (The one platform branch of the HNS wiring: to move into src/platform/ once that module lands.)
+    const network = dp.network ?? HNS_DEFAULT_NETWORK;
     let executor: HnsExecutor;
     let fake: FakeHns | null = null;
+    let worker: ScriptWorker | undefined;
     const platform = this.opts.platform ?? hostPlatform();
-    if (platform.id === 'win32' && !this.opts.dryRun) executor = new PowerShellExecutor({ runner: processRunner({ spawn: platform.spawn }), network });
-    else {
-      fake = new FakeHns();
+    if (platform.id === 'win32' && !this.opts.dryRun) {
+      const interfaceAlias = dp.mode === 'overlay' ? undefined : dp.interfaceAlias ?? (dp.adapter ? `vEthernet (${dp.adapter})` : undefined);
+      // One long-lived PowerShell worker (worker.ps1 beside the executable); one powershell.exe per batch without it.
+      const script = findWorkerScript();
+      if (!script) this.log.warn('dataplane hns: worker.ps1 not found beside the executable; starting one PowerShell per batch');
+      worker = script ? powershellWorker(script) : undefined;
+      executor = new PowerShellExecutor({ runner: worker ?? processRunner({ spawn: platform.spawn }), network, module: dp.module, interfaceAlias });
+    } else {
+      fake = this.opts.fakeHns ?? new FakeHns();
       executor = new FakeExecutor(fake);
       this.log.warn('dataplane hns: using the in-memory fake HNS (not Windows, or --dry-run); nothing is programmed');
     }
-    const remote = new RemoteRouteTable();
-    const hnsConfig = (): HnsConfig => ({
-      mode: dp.mode,
-      network,
-      vni: dp.vni,
-      pools: (this.cfg.ipam?.pools ?? []).map((p) => ({ cidr: p.cidr, name: p.name, reservation: p.reservation, gateway: firstHost(p.cidr) })),
-    });
-    const reconciler = new HnsReconciler({
-      executor,
-      desired: () => buildDesired({ config: hnsConfig(), localBlocks: this.localPrefixes.map(formatPrefix), remoteRoutes: remote.values() }),
+    const hns = new HnsDataplane({
+      dp, host: this.cfg.node.name, ipam: this.ipam, executor, fake, log: this.log, worker,
       onPass: (r) => {
         if (r.ok) {
           this.readiness.dataplane = true;
           this.dataplaneLastSuccess = r.at;
         } else {
           this.dataplaneErrors++;
-          this.log.error({ failed: r.failed, blocked: r.blocked.length }, 'hns programming failed');
+          this.log.error({ failed: r.failed, blocked: r.blocked.length, error: this.hns?.reconciler.status().lastError }, 'hns programming failed');
         }
       },
     });
-    this.hns = { reconciler, remote, fake };
-    this.dataplaneChanged = () => reconciler.notify();
-    this.follow = (r) => {
-      this.unfollow?.();
-      this.unfollow = null;
-      // Start from nothing, then the new RIB's snapshot and its change feed.
-      remote.apply([...remote.values()].map((x) => ({ type: 'withdraw' as const, prefix: x.prefix as Prefix })));
-      if (r) {
-        this.unfollow = r.subscribe((batch) => {
-          if (remote.apply(batch)) reconciler.notify();
-        });
-        remote.apply([...r.entries()].map((e) => ({ type: 'add' as const, prefix: e.prefix, best: e.best })));
-      }
-      reconciler.notify();
-    };
+    this.hns = hns;
+    this.dataplaneChanged = () => hns.notify();
+    this.follow = (r) => hns.follow(r);
     this.follow(rib);
-    reconciler.start();
+    hns.start();
   }
 
   /**
@@ -442,12 +437,7 @@ export class Daemon {
         localPrefixes: this.localPrefixes.map(formatPrefix), runs: s.runs, failures: s.failures, consecutiveFailures: s.consecutiveFailures,
         lastRun: s.lastRun ?? null, lastPlan: s.lastPlan ?? null, lastError: s.lastError ?? null, drift: { repairs: s.driftRepairs, last: s.lastDrift ?? null } };
     }
-    if (this.hns) {
-      const s = this.hns.reconciler.status();
-      return { ...common, fake: this.hns.fake !== null, remoteRoutes: this.hns.remote.size, localPrefixes: this.localPrefixes.map(formatPrefix),
-        passes: s.passes, consecutiveFailures: s.consecutiveFailures, lastPlan: s.lastPlan, lastError: s.lastError,
-        drift: { events: s.driftEvents, last: s.drift } };
-    }
+    if (this.hns) return { ...common, localPrefixes: this.localPrefixes.map(formatPrefix), ...this.hns.status() };
     return common;
   }
 
@@ -529,6 +519,7 @@ export class Daemon {
       dataplaneErrors: () => this.dataplaneErrors,
       dataplaneLastSuccess: () => this.dataplaneLastSuccess,
       ready: () => this.ready().ready,
+      hns: () => ({ leakedRemoved: this.hns?.leakedRemoved ?? 0, orphansReleased: this.hns?.orphansReleased ?? 0, workerTimeouts: this.hns?.workerStats()?.timeouts ?? 0 }),
       blockUsage: async () => (this.ipam ? this.blockUsage(this.cfg.node.name) : []),
       nodeInfo: () => {
         const b = this.cfg.bgp;
@@ -627,7 +618,7 @@ export class Daemon {
     this.unfollow?.();
     await step('dataplane', async () => {
       await this.linux?.reconciler.stop();
-      this.hns?.reconciler.stop();
+      this.hns?.stop();
     });
     // Installed routes stay: pods keep forwarding while we are down (and peers keep ours under graceful restart).
     await step('speaker', () => this.speaker?.stop({ graceful: !opts.restart }));
@@ -657,16 +648,4 @@ function prefixIP(p: Prefix): IP {
 
 function ratio(a: number, b: number): number {
   return b > 0 ? Math.round((a / b) * 10_000) / 10_000 : 0;
-}
-
-/** The pool's first host address: the gateway every block of the pool shares on HNS. */
-function firstHost(cidr: string): string {
-  const p = parsePrefix(cidr);
-  const text = formatPrefix(p).split('/')[0];
-  if (p.family === 4) {
-    const parts = text.split('.').map(Number);
-    parts[3] += 1;
-    return parts.join('.');
-  }
-  return formatIP(parseIP(text.endsWith('::') ? `${text}1` : text));
 }

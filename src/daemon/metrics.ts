@@ -14,6 +14,8 @@ export interface MetricsSource {
   /** ms since the epoch, null: never. */
   dataplaneLastSuccess(): number | null;
   ready(): boolean;
+  /** HNS dataplane counters (0 without it). */
+  hns(): { leakedRemoved: number; orphansReleased: number; workerTimeouts: number };
   /** This node's affine blocks with their address counts. */
   blockUsage(): Promise<Array<{ cidr: string; pool: string; allocated: number; free: number; reserved: number }>>;
   /** Labels of blockspeaker_node_info. */
@@ -98,6 +100,21 @@ export async function buildMetrics(src: MetricsSource): Promise<Registry> {
       collect() {
         this.reset();
         this.inc(src.dataplaneErrors());
+      } });
+    new Counter({ name: 'blockspeaker_hns_leaked_endpoints_removed_total', help: 'HNS endpoints removed because no IPAM handle held their address', registers: [reg],
+      collect() {
+        this.reset();
+        this.inc(src.hns().leakedRemoved);
+      } });
+    new Counter({ name: 'blockspeaker_hns_orphan_handles_released_total', help: 'IPAM handles released because their HNS endpoint stayed gone past the grace period', registers: [reg],
+      collect() {
+        this.reset();
+        this.inc(src.hns().orphansReleased);
+      } });
+    new Counter({ name: 'blockspeaker_hns_worker_timeouts_total', help: 'HNS script worker calls that timed out (the worker was killed and restarted)', registers: [reg],
+      collect() {
+        this.reset();
+        this.inc(src.hns().workerTimeouts);
       } });
     new Gauge({ name: 'blockspeaker_dataplane_last_success_timestamp_seconds', help: 'When route programming last succeeded (0: never)', registers: [reg],
       collect() {

@@ -30,14 +30,22 @@ import {
   readIP,
   readPrefix,
 } from './model.ts';
+import {
+  HNS_DEFAULT_ROUTE_METRIC, HNS_MODES, HNS_ROUTE_METRIC_MAX, HNS_ROUTE_METRIC_MIN, HNS_VNI_MAX, HNS_VNI_MIN,
+} from './limits.ts';
 
 export type HnsMode = 'l2bridge' | 'l2tunnel' | 'overlay';
 export const networkTypeOf: Record<HnsMode, string> = { l2bridge: 'L2Bridge', l2tunnel: 'L2Tunnel', overlay: 'Overlay' };
 
 export interface HnsPoolConfig {
   cidr: string;
-  /** The gateway every block of the pool shares (HNS answers for it on the host). */
-  gateway: string;
+  /**
+   * The gateway every block of the pool shares on this node (HNS answers for it on the host): from hnsAddressing.
+   * Needed once the pool has a local block.
+   */
+  gateway?: string;
+  /** The host endpoint's address (hnsAddressing); with it the programmer creates and keeps `<network>_ep`. */
+  hostEndpoint?: string;
   name?: string;
   /** The pool's reservation policy (IPAM's); decides the ip-subnets' Flags. Default auto. */
   reservation?: ReservationPolicy;
@@ -81,6 +89,19 @@ export interface DesiredInputs {
   config: HnsConfig;
   localBlocks: readonly (string | LocalBlock)[];
   remoteRoutes: Iterable<RemoteRoute>;
+  /**
+   * The addresses IPAM handles hold on this node (canonical text). With it, endpoints on our network whose address
+   * is inside a pool but held by no handle (leaked: the pod is gone) are removed. Without it, none are.
+   */
+  heldIPs?: ReadonlySet<string>;
+}
+
+export interface DesiredHostEndpoint {
+  name: string;
+  ip: string;
+  prefixLen: number;
+  /** The Subnet it sits in. */
+  subnet: string;
 }
 
 export interface DesiredIpSubnet extends ParsedPrefix {
@@ -131,6 +152,10 @@ export interface DesiredState {
   owned: Prefix[];
   /** Remote routes left out, and why (outside the owned ranges, inside a local block, via ourselves, ...). */
   ignored: { prefix: string; reason: string }[];
+  /** The host endpoints (one per Subnet), sorted by name. */
+  hostEndpoints: DesiredHostEndpoint[];
+  /** See DesiredInputs.heldIPs. */
+  heldIPs?: ReadonlySet<string>;
 }
 
 /** Config or input the desired state cannot be built from; the message names the field or value. */
@@ -138,7 +163,15 @@ export class HnsConfigError extends Error {
   override name = 'ConfigError';
 }
 
-export const DEFAULT_ROUTE_METRIC = 271;
+export const DEFAULT_ROUTE_METRIC = HNS_DEFAULT_ROUTE_METRIC;
+
+/** The host endpoint's name: Calico's `<network>_ep` in single-network mode, `<network>_ep_<pool>` per pool else. */
+export const hostEndpointName = (network: string, pool: string, singleNetwork: boolean): string =>
+  singleNetwork ? `${network}_ep` : `${network}_ep_${pool}`;
+
+/** Whether an endpoint name is one of our host endpoints' on `network`. */
+export const isHostEndpointName = (network: string, name: unknown): boolean =>
+  typeof name === 'string' && (name === `${network}_ep` || name.startsWith(`${network}_ep_`));
 
 /** Flags for a block's ip-subnet under its pool's reservation policy. */
 export function ipSubnetFlags(block: Prefix, reservation: ReservationPolicy | undefined): number {
@@ -151,26 +184,28 @@ export function ipSubnetFlags(block: Prefix, reservation: ReservationPolicy | un
 
 function validateConfig(c: HnsConfig): void {
   if (!c || typeof c !== 'object') throw new HnsConfigError('hns config: expected an object');
-  if (!['l2bridge', 'l2tunnel', 'overlay'].includes(c.mode)) {
+  if (!(HNS_MODES as readonly string[]).includes(c.mode)) {
     throw new HnsConfigError(`mode: must be l2bridge, l2tunnel or overlay, got ${JSON.stringify(c.mode)}`);
   }
   if (typeof c.network !== 'string' || c.network.trim() === '') throw new HnsConfigError('network: a network name is required');
   if (!Array.isArray(c.pools)) throw new HnsConfigError('pools: expected a list of {cidr, gateway}');
   if (c.mode === 'overlay') {
-    if (c.vni === undefined) throw new HnsConfigError('vni: overlay mode needs a VNI (4096..65535)');
-    if (!Number.isInteger(c.vni) || c.vni < 4096 || c.vni > 65535) {
-      throw new HnsConfigError(`vni: must be a whole number 4096..65535 (Windows overlay VSIDs start at 4096; HCN's IsolationId is 16-bit), got ${c.vni}`);
+    if (c.vni === undefined) throw new HnsConfigError(`vni: overlay mode needs a VNI (${HNS_VNI_MIN}..${HNS_VNI_MAX})`);
+    if (!Number.isInteger(c.vni) || c.vni < HNS_VNI_MIN || c.vni > HNS_VNI_MAX) {
+      throw new HnsConfigError(`vni: must be a whole number ${HNS_VNI_MIN}..${HNS_VNI_MAX} (Windows overlay VSIDs start at 4096; HCN's IsolationId is 16-bit), got ${c.vni}`);
     }
     if (c.drMac === undefined) throw new HnsConfigError('drMac: overlay mode needs the distributed router MAC');
     if (normalizeMac(c.drMac) === null) throw new HnsConfigError(`drMac: not a MAC address: ${JSON.stringify(c.drMac)}`);
   }
-  if (c.routeMetric !== undefined && (!Number.isInteger(c.routeMetric) || c.routeMetric < 1 || c.routeMetric > 9999)) {
-    throw new HnsConfigError(`routeMetric: must be a whole number 1..9999, got ${c.routeMetric}`);
+  if (c.routeMetric !== undefined && (!Number.isInteger(c.routeMetric) || c.routeMetric < HNS_ROUTE_METRIC_MIN || c.routeMetric > HNS_ROUTE_METRIC_MAX)) {
+    throw new HnsConfigError(`routeMetric: must be a whole number ${HNS_ROUTE_METRIC_MIN}..${HNS_ROUTE_METRIC_MAX}, got ${c.routeMetric}`);
   }
 }
 
 interface PoolInfo extends ParsedPrefix {
-  gateway: IP;
+  gateway?: IP;
+  hostEndpoint?: IP;
+  name: string;
   reservation?: ReservationPolicy;
   index: number;
 }
@@ -182,11 +217,15 @@ export function buildDesired(input: DesiredInputs): DesiredState {
   const pools: PoolInfo[] = c.pools.map((p, i) => {
     const what = `pools[${i}]`;
     const cidr = configPrefix(p?.cidr, `${what}.cidr`);
-    const gateway = configIP(p?.gateway, `${what}.gateway`);
-    if (gateway.family !== cidr.prefix.family) {
-      throw new HnsConfigError(`${what}.gateway: ${gateway} is not IPv${cidr.prefix.family} like ${cidr.key}`);
-    }
-    return { ...cidr, gateway, reservation: p.reservation, index: i };
+    const addr = (field: 'gateway' | 'hostEndpoint'): IP | undefined => {
+      if (p?.[field] === undefined) return undefined;
+      const ip = configIP(p[field], `${what}.${field}`);
+      if (ip.family !== cidr.prefix.family || !prefixContainsIP(cidr.prefix, ip)) {
+        throw new HnsConfigError(`${what}.${field}: ${ip} is not inside the pool ${cidr.key}`);
+      }
+      return ip;
+    };
+    return { ...cidr, gateway: addr('gateway'), hostEndpoint: addr('hostEndpoint'), name: p.name ?? `pool${i}`, reservation: p.reservation, index: i };
   });
   for (let i = 0; i < pools.length; i++) {
     for (let j = i + 1; j < pools.length; j++) {
@@ -223,11 +262,25 @@ export function buildDesired(input: DesiredInputs): DesiredState {
 
   const subnetPolicies: HnsPolicy[] = c.mode === 'overlay' ? [{ Type: 'VSID', Settings: { IsolationId: c.vni! } }] : [];
   const subnets: DesiredSubnet[] = [];
+  const hostEndpoints: DesiredHostEndpoint[] = [];
+  const gatewayOf = (pool: PoolInfo): IP => {
+    if (!pool.gateway) throw new HnsConfigError(`pools[${pool.index}].gateway: pool ${pool.key} has a local block but no gateway`);
+    return pool.gateway;
+  };
+  const addHostEndpoint = (pool: PoolInfo, subnet: ParsedPrefix) => {
+    if (!pool.hostEndpoint) return;
+    if (!prefixContainsIP(subnet.prefix, pool.hostEndpoint)) {
+      throw new HnsConfigError(`pools[${pool.index}].hostEndpoint: ${pool.hostEndpoint} is not inside the subnet ${subnet.key}`);
+    }
+    const name = hostEndpointName(c.network, pool.name, !!c.singleNetwork);
+    hostEndpoints.push({ name, ip: formatIP(pool.hostEndpoint), prefixLen: subnet.prefix.len, subnet: subnet.key });
+  };
   if (c.singleNetwork) {
     for (const b of blocks) {
       // kube-proxy's layout: the block is the subnet; the gateway is the pool's when inside the block, else .1.
-      const gw = prefixContainsIP(b.p.prefix, b.pool.gateway) ? b.pool.gateway : ipAt(b.p.prefix, Math.min(1, prefixSize(b.p.prefix) - 1));
+      const gw = b.pool.gateway && prefixContainsIP(b.p.prefix, b.pool.gateway) ? b.pool.gateway : ipAt(b.p.prefix, Math.min(1, prefixSize(b.p.prefix) - 1));
       subnets.push(makeSubnet(b.p, gw, subnetPolicies, [{ ...b.p, flags: ipSubnetFlags(b.p.prefix, b.reservation ?? b.pool.reservation) }]));
+      addHostEndpoint(b.pool, b.p);
     }
   } else {
     const byPool = new Map<PoolInfo, DesiredIpSubnet[]>();
@@ -236,9 +289,13 @@ export function buildDesired(input: DesiredInputs): DesiredState {
       if (!list) byPool.set(b.pool, (list = []));
       list.push({ ...b.p, flags: ipSubnetFlags(b.p.prefix, b.reservation ?? b.pool.reservation) });
     }
-    for (const [pool, ips] of byPool) subnets.push(makeSubnet(pool, pool.gateway, subnetPolicies, ips));
+    for (const [pool, ips] of byPool) {
+      subnets.push(makeSubnet(pool, gatewayOf(pool), subnetPolicies, ips));
+      addHostEndpoint(pool, pool);
+    }
   }
   subnets.sort((a, b) => comparePrefix(a.prefix, b.prefix));
+  hostEndpoints.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 
   // Remote routes: only inside owned ranges, never over our own blocks, never via ourselves.
   const ignored: { prefix: string; reason: string }[] = [];
@@ -276,6 +333,8 @@ export function buildDesired(input: DesiredInputs): DesiredState {
     routeMetric: c.routeMetric ?? DEFAULT_ROUTE_METRIC,
     owned,
     ignored,
+    hostEndpoints,
+    heldIPs: input.heldIPs,
   };
   if (c.mode === 'overlay') {
     const mac = normalizeMac(c.drMac)!;

@@ -49,7 +49,7 @@ export interface FakeFaults {
 
 /** One mutating call that reached the fake (whether or not it then failed), for tests. */
 export interface FakeCall {
-  kind: 'create-network' | 'modify-network' | 'add-route' | 'remove-route';
+  kind: 'create-network' | 'modify-network' | 'add-route' | 'remove-route' | 'create-endpoint' | 'remove-endpoint';
   networkId?: string;
   request?: unknown;
 }
@@ -410,6 +410,19 @@ export class FakeHns {
         return;
       case 'remove-host-route':
         this.removeRoute(op.body as NetRoute);
+        return;
+      case 'create-endpoint': {
+        const net = op.network !== undefined ? this.networkByName(op.network) : undefined;
+        if (!net) throw new HcnError(HCN.NETWORK_NOT_FOUND, `network ${op.network} not found`);
+        const e = op.body as HnsEndpoint;
+        const ip = asArray(e.IpConfigurations)[0]?.IpAddress;
+        this.calls.push({ kind: 'create-endpoint', networkId: net.ID, request: clone(e) });
+        this.createEndpoint(net.ID!, String(ip), e.Name ?? '');
+        return;
+      }
+      case 'remove-endpoint':
+        this.calls.push({ kind: 'remove-endpoint', request: clone(op.body) });
+        this.deleteEndpoint((op.body as HnsEndpoint).ID);
         return;
       default: {
         const net = op.network !== undefined ? this.networkByName(op.network) : undefined;

@@ -112,7 +112,9 @@ export type HnsOpKind =
   | 'add-policy'
   | 'remove-policy'
   | 'add-host-route'
-  | 'remove-host-route';
+  | 'remove-host-route'
+  | 'create-endpoint'
+  | 'remove-endpoint';
 
 /** An HcnModifyNetwork request (ModifyNetworkSettingRequest). */
 export interface ModifyNetworkRequest {
@@ -136,16 +138,52 @@ export interface HnsOp {
    * added earlier in the same plan the executor finds the ID by this prefix.
    */
   subnet?: string;
-  /** create-network: the HcnCreateNetwork JSON; host routes: a NetRoute; the rest: an HcnModifyNetwork request. */
-  body: HnsNetwork | ModifyNetworkRequest | NetRoute;
+  /**
+   * create-network: the HcnCreateNetwork JSON; host routes: a NetRoute; endpoints: the HcnCreateEndpoint JSON (the
+   * network is filled in at apply time) or, to remove, the endpoint as read; the rest: an HcnModifyNetwork request.
+   */
+  body: HnsNetwork | ModifyNetworkRequest | NetRoute | HnsEndpoint;
 }
 
 // ---- HCN errors ----------------------------------------------------------------------------------------------
 
+/**
+ * HCN's own errors (hcsshim hcn/hcnerrors.go and computenetwork's HCN_E_* codes, facility 0x3B) and the Win32 ones HNS
+ * and the NetTCPIP cmdlets report. Names follow HCN_E_<NAME>.
+ */
 export const HCN = {
   NETWORK_NOT_FOUND: 0x803b0001,
+  ENDPOINT_NOT_FOUND: 0x803b0002,
+  LAYER_NOT_FOUND: 0x803b0003,
+  SWITCH_NOT_FOUND: 0x803b0004,
   SUBNET_NOT_FOUND: 0x803b0005,
+  ADAPTER_NOT_FOUND: 0x803b0006,
+  PORT_NOT_FOUND: 0x803b0007,
+  POLICY_NOT_FOUND: 0x803b0008,
+  VFP_PORTSETTING_NOT_FOUND: 0x803b0009,
+  INVALID_NETWORK: 0x803b000a,
+  INVALID_NETWORK_TYPE: 0x803b000b,
+  INVALID_ENDPOINT: 0x803b000c,
+  INVALID_POLICY: 0x803b000d,
+  INVALID_POLICY_TYPE: 0x803b000e,
+  INVALID_REMOTE_ENDPOINT_OPERATION: 0x803b000f,
+  NETWORK_ALREADY_EXISTS: 0x803b0010,
+  LAYER_ALREADY_EXISTS: 0x803b0011,
   POLICY_ALREADY_EXISTS: 0x803b0012,
+  PORT_ALREADY_EXISTS: 0x803b0013,
+  ENDPOINT_ALREADY_ATTACHED: 0x803b0014,
+  REQUEST_UNSUPPORTED: 0x803b0015,
+  MAPPING_NOT_SUPPORTED: 0x803b0016,
+  DEGRADED_OPERATION: 0x803b0017,
+  SHARED_SWITCH_MODIFICATION: 0x803b0018,
+  GUID_CONVERSION_FAILURE: 0x803b0019,
+  REGKEY_FAILURE: 0x803b001a,
+  INVALID_JSON: 0x803b001b,
+  INVALID_JSON_REFERENCE: 0x803b001c,
+  ENDPOINT_SHARING_DISABLED: 0x803b001d,
+  INVALID_IP: 0x803b001e,
+  SWITCH_EXTENSION_NOT_FOUND: 0x803b001f,
+  MANAGER_STOPPED: 0x803b0020,
   ENTITY_HAS_REFERENCES: 0x803b002c,
   INVALID_PREFIX: 0x803b0030,
   /** HRESULT_FROM_WIN32(ERROR_NOT_FOUND): hcsshim's IsNotFoundError; also what a missing NetRoute maps to. */
@@ -157,7 +195,36 @@ export const HCN = {
   UNAVAILABLE: 0x800706ba,
 } as const;
 
-const NOT_FOUND_CODES = new Set<number>([HCN.NETWORK_NOT_FOUND, HCN.SUBNET_NOT_FOUND, HCN.ELEMENT_NOT_FOUND]);
+/** The codes that mean "that object is not there" (what a remove may take as done). */
+const NOT_FOUND_CODES = new Set<number>([
+  HCN.NETWORK_NOT_FOUND, HCN.ENDPOINT_NOT_FOUND, HCN.SUBNET_NOT_FOUND, HCN.POLICY_NOT_FOUND, HCN.ELEMENT_NOT_FOUND,
+]);
+
+/**
+ * An HRESULT from text: hex ("0x803B0008", "803b0008") or decimal as PowerShell and HNS.V2.psm1 print it, signed
+ * ("-2143617016") or not ("2151350280"). null when the text is neither.
+ */
+export function parseHresult(text: string): number | null {
+  const t = text.trim();
+  let v: number;
+  if (/^0x[0-9a-f]{1,8}$/i.test(t)) v = parseInt(t.slice(2), 16);
+  else if (/^-?\d{1,10}$/.test(t)) v = Number(t);
+  else if (/^[0-9a-f]{8}$/i.test(t)) v = parseInt(t, 16);
+  else return null;
+  if (!Number.isSafeInteger(v) || v < -0x80000000 || v > 0xffffffff) return null;
+  return v >>> 0;
+}
+
+/** The first HRESULT of the error class (high bit set) in free text, hex or decimal. */
+export function findHresult(text: string): number | null {
+  const hex = /0x8[0-9A-Fa-f]{7}\b/.exec(text);
+  if (hex) return parseHresult(hex[0]);
+  for (const m of text.matchAll(/(?<![\w.])-?\d{10}(?![\w.])/g)) {
+    const v = parseHresult(m[0]);
+    if (v !== null && v >= 0x80000000) return v;
+  }
+  return null;
+}
 
 export const hresultText = (code: number): string => `0x${(code >>> 0).toString(16).toUpperCase().padStart(8, '0')}`;
 
@@ -400,7 +467,7 @@ export interface ApplyResult {
  * back the others. Network, Subnet and ip-subnet ops do not (an ip-subnet needs its Subnet; an add may need the
  * remove before it), so the first of those to fail ends the run.
  */
-export const independentOp = (op: HnsOp): boolean => op.op.endsWith('-policy') || op.op.endsWith('-host-route');
+export const independentOp = (op: HnsOp): boolean => op.op.endsWith('-policy') || op.op.endsWith('-host-route') || op.op.endsWith('-endpoint');
 
 /** Where plans run: Windows HNS through PowerShell, or the in-memory fake. */
 export interface HnsExecutor {

@@ -9,9 +9,9 @@
 //  - an ip-subnet (or Subnet) that an endpoint still uses is not removed: it is reported as blocked, as is an add
 //    that would overlap something that stays; the next pass tries again;
 //  - the order is deterministic: by op group, then by prefix.
-import { type Prefix, comparePrefix, prefixContainsIP, prefixesOverlap } from '../net/ip.ts';
+import { type IP, type Prefix, comparePrefix, prefixContainsIP, prefixOf, prefixesOverlap } from '../net/ip.ts';
 import type { DesiredPolicy, DesiredState, DesiredSubnet } from './desired.ts';
-import { subnetSig } from './desired.ts';
+import { isHostEndpointName, subnetSig } from './desired.ts';
 import {
   type HnsEndpoint,
   type HnsIpSubnet,
@@ -52,12 +52,14 @@ export interface HnsPlan {
 
 const ORDER: HnsOpKind[] = [
   'create-network',
+  'remove-endpoint',
   'remove-policy',
   'remove-host-route',
   'remove-ip-subnet',
   'remove-subnet',
   'add-subnet',
   'add-ip-subnet',
+  'create-endpoint',
   'add-policy',
   'add-host-route',
 ];
@@ -94,6 +96,7 @@ export function planHns(actual: HnsSnapshot, desired: DesiredState): HnsPlan {
     if (desired.subnets.length > 0) {
       push({ op: 'create-network', network: name, body: createNetworkBody(desired) }, null);
       planPolicies(undefined, desired, push);
+      planEndpoints(undefined, actual.Endpoints, desired, push);
     } else if (desired.remoteSubnetRoutes.length > 0) {
       blocked.push({ op: 'create-network', object: name, reason: 'no local block yet to create the network with' });
     }
@@ -106,6 +109,7 @@ export function planHns(actual: HnsSnapshot, desired: DesiredState): HnsPlan {
   } else {
     planSubnets(net, actual.Endpoints, desired, push, blocked);
     planPolicies(net, desired, push);
+    planEndpoints(net, actual.Endpoints, desired, push);
   }
 
   const ops: HnsOp[] = [];
@@ -357,6 +361,63 @@ function planPolicies(
   }
 }
 
+// ---- endpoints ------------------------------------------------------------------------------------------------
+
+/** The HcnCreateEndpoint JSON of a host endpoint (the network's ID is filled in at apply time). */
+export function hostEndpointBody(e: { name: string; ip: string; prefixLen: number }): HnsEndpoint {
+  return { ID: '', Name: e.name, IpConfigurations: [{ IpAddress: e.ip, PrefixLength: e.prefixLen }], SchemaVersion: { Major: 2, Minor: 2 } };
+}
+
+/**
+ * Host endpoints: kept when one of that name holds the address, else (re)created; our host endpoints that are no
+ * longer wanted are removed. Leaked endpoints (desired.heldIPs given): an endpoint on our network whose address is
+ * inside an owned range, is held by no IPAM handle and is no host endpoint's, belongs to a pod that is gone.
+ */
+function planEndpoints(
+  net: HnsNetwork | undefined,
+  endpoints: readonly HnsEndpoint[],
+  desired: DesiredState,
+  push: (op: HnsOp, prefix: Prefix | null, tie?: string) => void,
+): void {
+  const name = desired.networkName;
+  const want = new Map(desired.hostEndpoints.map((e) => [e.name, e]));
+  const hostIPs = new Set(desired.hostEndpoints.map((e) => e.ip));
+  const kept = new Set<string>();
+  if (net) {
+    for (const e of endpoints) {
+      if (!e || !onNetwork(e, net)) continue;
+      const ips = endpointAddresses(e);
+      const first = ips[0];
+      if (isHostEndpointName(name, e.Name)) {
+        const w = want.get(e.Name!);
+        if (w && !kept.has(w.name) && ips.length === 1 && first.toString() === w.ip) {
+          kept.add(w.name);
+          continue;
+        }
+        push({ op: 'remove-endpoint', network: name, body: endpointRef(e) }, null, `${e.Name}|${e.ID}`);
+        continue;
+      }
+      if (!desired.heldIPs || ips.length === 0) continue;
+      const owned = ips.filter((ip) => insideAny(prefixOfIP(ip), desired.owned));
+      if (owned.length === 0 || owned.some((ip) => desired.heldIPs!.has(ip.toString()) || hostIPs.has(ip.toString()))) continue;
+      push({ op: 'remove-endpoint', network: name, body: endpointRef(e) }, prefixOfIP(owned[0]), String(e.ID));
+    }
+  }
+  for (const w of desired.hostEndpoints) {
+    if (kept.has(w.name)) continue;
+    push({ op: 'create-endpoint', network: name, subnet: w.subnet, body: hostEndpointBody(w) }, null, w.name);
+  }
+}
+
+const onNetwork = (e: HnsEndpoint, net: HnsNetwork): boolean => {
+  const on = endpointNetwork(e);
+  return on !== undefined && net.ID !== undefined && sameId(on, net.ID);
+};
+
+const endpointRef = (e: HnsEndpoint): HnsEndpoint => ({ ID: e.ID, Name: e.Name, IpConfigurations: asArray(e.IpConfigurations) });
+
+const prefixOfIP = (ip: IP): Prefix => prefixOf(ip, ip.family === 4 ? 32 : 128);
+
 // ---- management vNIC host routes -----------------------------------------------------------------------------
 
 /** Whether a route on the management vNIC is ours (see model.ts), with its parsed prefix. */
@@ -430,13 +491,20 @@ export interface OwnedView {
   policies: string[];
   hostRoutePolicy: boolean;
   hostRoutes: string[];
+  /** Our host endpoints, "name|address". */
+  hostEndpoints: string[];
 }
 
 export function observe(actual: HnsSnapshot, desired: DesiredState): OwnedView {
-  const view: OwnedView = { network: null, subnets: [], ipSubnets: [], policies: [], hostRoutePolicy: false, hostRoutes: [] };
+  const view: OwnedView = { network: null, subnets: [], ipSubnets: [], policies: [], hostRoutePolicy: false, hostRoutes: [], hostEndpoints: [] };
   const net = findNetwork(actual.Networks, desired.networkName, desired.networkType);
   if (net) {
     view.network = `${net.Name}|${net.Type}`;
+    for (const e of actual.Endpoints) {
+      if (e && onNetwork(e, net) && isHostEndpointName(desired.networkName, e.Name)) {
+        view.hostEndpoints.push(`${e.Name}|${endpointAddresses(e).map(String).join(',')}`);
+      }
+    }
     for (const raw of subnetsOf(net)) {
       const p = readPrefix(raw.IpAddressPrefix);
       if (!p || !insideAny(p.prefix, desired.owned)) continue;
@@ -456,7 +524,7 @@ export function observe(actual: HnsSnapshot, desired: DesiredState): OwnedView {
       if (p) view.hostRoutes.push(`${p.key}|${readIP(r.NextHop)?.key ?? r.NextHop}`);
     }
   }
-  for (const k of ['subnets', 'ipSubnets', 'policies', 'hostRoutes'] as const) view[k].sort();
+  for (const k of ['subnets', 'ipSubnets', 'policies', 'hostRoutes', 'hostEndpoints'] as const) view[k].sort();
   return view;
 }
 
@@ -473,7 +541,8 @@ export function desiredView(desired: DesiredState, networkExists = false): Owned
     policies: hasNet ? desired.remoteSubnetRoutes.map((p) => p.sig) : [],
     hostRoutePolicy: hasNet && desired.hostRoutePolicy,
     hostRoutes: desired.hostRoutes.map((h) => `${h.key}|${h.route.NextHop}`),
+    hostEndpoints: desired.hostEndpoints.map((e) => `${e.name}|${e.ip}`),
   };
-  for (const k of ['subnets', 'ipSubnets', 'policies', 'hostRoutes'] as const) view[k].sort();
+  for (const k of ['subnets', 'ipSubnets', 'policies', 'hostRoutes', 'hostEndpoints'] as const) view[k].sort();
   return view;
 }

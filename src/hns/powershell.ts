@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   type ApplyResult,
+  type HnsEndpoint,
   type HnsExecutor,
   type HnsIpSubnet,
   type HnsNetwork,
@@ -25,6 +26,8 @@ import {
   type NetRoute,
   HcnError,
   applySequential,
+  findHresult,
+  parseHresult,
   parseSnapshot,
 } from './model.ts';
 
@@ -100,9 +103,7 @@ const HELPERS = [
   `function Write-BsResult([int] $Index, $ErrorRecord) {`,
   `    if ($null -eq $ErrorRecord) { Write-Output "${MARK} ok $Index"; return }`,
   `    $text = (($ErrorRecord | Out-String) -replace '\\s+', ' ').Trim()`,
-  `    $m = [regex]::Match($text, '0x8[0-9A-Fa-f]{7}')`,
-  `    if ($m.Success) { $hr = $m.Value }`,
-  `    elseif ($text -match 'No matching MSFT_NetRoute') { $hr = '0x80070490' }`,
+  `    if ($text -match 'No matching MSFT_NetRoute') { $hr = '0x80070490' }`,
   `    else { $hr = '0x{0:X8}' -f $ErrorRecord.Exception.HResult }`,
   `    Write-Output "${MARK} fail $Index $hr $text"`,
   `}`,
@@ -119,6 +120,7 @@ function subnetIdExpr(op: HnsOp, settings: { SubnetId?: string }): string {
 function describe(op: HnsOp): string {
   const b = op.body as unknown as Record<string, unknown>;
   if (op.op === 'create-network') return (b as unknown as HnsNetwork).Name;
+  if (op.op.endsWith('-endpoint')) return `${(b as unknown as HnsEndpoint).Name ?? ''} ${(b as unknown as HnsEndpoint).ID ?? ''}`.trim();
   if (op.op.endsWith('host-route')) {
     const r = b as unknown as NetRoute;
     return `${r.DestinationPrefix} via ${r.NextHop}`;
@@ -150,6 +152,21 @@ export function renderOp(op: HnsOp): string[] {
         `Remove-NetRoute -DestinationPrefix ${psString(r.DestinationPrefix)} -NextHop ${psString(r.NextHop)} -InterfaceAlias ${psString(r.InterfaceAlias)} -Confirm:$false -ErrorAction Stop`,
       ];
     }
+    case 'create-endpoint': {
+      // HNS.V2.psm1: New-HnsEndpoint (HcnCreateEndpoint) then Attach-HnsHostEndpoint into the host's compartment (1),
+      // which gives the host its path to the pods.
+      const e = b as HnsEndpoint;
+      const ipc = e.IpConfigurations?.[0];
+      const v6 = (ipc?.IpAddress ?? '').includes(':');
+      const addr = v6 ? `-IPv6Address ${psString(ipc!.IpAddress)} -IPv6PrefixLength ${ipc!.PrefixLength}` : `-IPAddress ${psString(ipc!.IpAddress)} -PrefixLength ${ipc!.PrefixLength}`;
+      return [
+        'Assert-BsNetwork',
+        `$ep = New-HnsEndpoint -NetworkId $net.ID -Name ${psString(e.Name ?? '')} ${addr} -ErrorAction Stop`,
+        `Attach-HnsHostEndpoint -EndpointID $ep.ID -CompartmentID 1 -ErrorAction Stop | Out-Null`,
+      ];
+    }
+    case 'remove-endpoint':
+      return [`Get-HnsEndpoint -Id ${psString((b as HnsEndpoint).ID)} -ErrorAction Stop | Remove-HnsEndpoint -ErrorAction Stop | Out-Null`];
   }
   const req = b as ModifyNetworkRequest;
   const lines = ['Assert-BsNetwork'];
@@ -233,14 +250,16 @@ export function parseApplyOutput(res: PowerShellResult, count: number): { applie
   let applied = 0;
   for (const line of res.stdout.split(/\r?\n/)) {
     if (!line.startsWith(MARK + ' ')) continue;
-    const m = /^##blockspeaker (ok|fail) (\d+)(?: (0x[0-9A-Fa-f]{8}) ?(.*))?$/.exec(line);
+    const m = /^##blockspeaker (ok|fail) (\d+)(?: (\S+) ?(.*))?$/.exec(line);
     if (!m) continue;
     const i = Number(m[2]);
     if (m[1] === 'ok') {
       if (i === applied) applied++;
       continue;
     }
-    return { applied, error: new HcnError(parseInt(m[3] ?? '0x80004005', 16), (m[4] || 'PowerShell error').trim()) };
+    // HNS.V2.psm1 puts HCN's hr in the message, in hex or (ReportErrors) in decimal: it beats the exception's own.
+    const code = findHresult(m[4] ?? '') ?? parseHresult(m[3] ?? '') ?? 0x80004005;
+    return { applied, error: new HcnError(code, (m[4] || 'PowerShell error').trim()) };
   }
   if (applied >= count) return { applied: count };
   const why = (res.stderr.trim() || res.stdout.trim()).split(/\r?\n/).slice(-3).join(' ');
@@ -251,10 +270,10 @@ export function parseReadOutput(res: PowerShellResult): HnsSnapshot {
   const line = res.stdout.split(/\r?\n/).find((l) => l.startsWith(`${MARK} state `));
   if (res.code !== 0 || !line) {
     const text = (res.stderr.trim() || res.stdout.trim()).replace(/\s+/g, ' ');
-    const hr = /0x8[0-9A-Fa-f]{7}/.exec(text);
+    const hr = findHresult(text);
     const msg = `reading HNS state failed (exit ${res.code}): ${text.slice(0, 500)}`;
     // A failed read is never "nothing exists", whatever the code says: the caller must not plan from it.
-    throw hr ? new HcnError(parseInt(hr[0], 16), msg) : new Error(msg);
+    throw hr !== null ? new HcnError(hr, msg) : new Error(msg);
   }
   return parseSnapshot(JSON.parse(line.slice(MARK.length + 7)));
 }

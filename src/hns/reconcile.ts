@@ -4,7 +4,7 @@
 // failing HNS is not helped by being asked faster). Keeps the last plan, the last error and drift for the status
 // endpoint. Clock and timers are injected, so tests drive it without waiting.
 import type { DesiredState } from './desired.ts';
-import { type HnsExecutor, type HnsOp, type HnsOpKind, HcnError, hresultText } from './model.ts';
+import { type HnsEndpoint, type HnsExecutor, type HnsOp, type HnsOpKind, type HnsSnapshot, HcnError, endpointAddresses, hresultText } from './model.ts';
 import { type BlockedOp, planHns } from './planner.ts';
 
 export interface Clock {
@@ -20,8 +20,11 @@ export type PassReason = 'start' | 'change' | 'periodic' | 'retry' | 'manual';
 
 export interface ReconcileOptions {
   executor: HnsExecutor;
-  /** Computes the desired state; called at the start of every pass. */
-  desired: () => DesiredState;
+  /**
+   * Computes the desired state; called in every pass right after the read, so what it knows (IPAM's handles) is at
+   * least as new as the HNS state read: an endpoint seen in HNS had its address assigned before the read.
+   */
+  desired: (actual: HnsSnapshot) => DesiredState | Promise<DesiredState>;
   clock?: Clock;
   timers?: Timers;
   /** Periodic pass interval; default 30 s. */
@@ -51,6 +54,8 @@ export interface PassRecord {
   ignoredRemotes: number;
   sample: HnsOp[];
   durationMs: number;
+  /** Endpoints this pass set out to remove ("name address id"): leaked ones and stale host endpoints. */
+  removedEndpoints: { name: string; ip: string; id: string }[];
 }
 
 export interface ReconcileError {
@@ -201,7 +206,7 @@ export class HnsReconciler {
     const wasSettled = this.settled;
     this.dirty = false;
     this.st.passes++;
-    const record: PassRecord = { at, reason, ok: false, ops: 0, applied: 0, failed: 0, byOp: {}, blocked: [], ignoredRemotes: 0, sample: [], durationMs: 0 };
+    const record: PassRecord = { at, reason, ok: false, ops: 0, applied: 0, failed: 0, byOp: {}, blocked: [], ignoredRemotes: 0, sample: [], durationMs: 0, removedEndpoints: [] };
     const n = this.opts.sampleSize ?? 20;
     const fail = (stage: ReconcileError['stage'], e: unknown, op?: HnsOpKind) => {
       const err = e as Error;
@@ -216,18 +221,18 @@ export class HnsReconciler {
       this.settled = false;
     };
     try {
-      let desired: DesiredState;
-      try {
-        desired = this.opts.desired();
-      } catch (e) {
-        fail('desired', e);
-        return record;
-      }
       let actual;
       try {
         actual = await this.opts.executor.read();
       } catch (e) {
         fail('read', e); // never "nothing exists": no plan from a failed read
+        return record;
+      }
+      let desired: DesiredState;
+      try {
+        desired = await this.opts.desired(actual);
+      } catch (e) {
+        fail('desired', e);
         return record;
       }
       record.ignoredRemotes = desired.ignored.length;
@@ -236,6 +241,11 @@ export class HnsReconciler {
       record.byOp = countByOp(plan.ops);
       record.blocked = plan.blocked;
       record.sample = plan.ops.slice(0, n);
+      for (const o of plan.ops) {
+        if (o.op !== 'remove-endpoint') continue;
+        const e = o.body as HnsEndpoint;
+        record.removedEndpoints.push({ name: e.Name ?? '', ip: endpointAddresses(e).map(String).join(','), id: e.ID });
+      }
       if (wasSettled && plan.ops.length > 0) {
         this.st.drift = { at, ops: plan.ops.length, byOp: record.byOp, sample: record.sample };
         this.st.driftEvents++;

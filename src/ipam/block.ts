@@ -34,8 +34,11 @@ export function reservedOrdinals(args: NewBlockArgs): number[] {
   };
   switch (policy.kind) {
     case 'auto':
-      // Windows: network, HNS gateway, host endpoint at the start; broadcast at the end.
-      return args.os === 'windows' ? range(3, 1) : [];
+      // Windows (README "HNS addressing"): every block is an HNS ip-subnet with ReserveNetworkAddress and
+      // EnableBroadcast, so HNS itself owns its network (.0) and broadcast (last) addresses. The host's first block in
+      // the pool also holds the gateway all the pool's blocks share on this node (.1) and the host endpoint (.2).
+      if (args.os !== 'windows') return [];
+      return args.hostReservation ? range(3, 1) : range(1, 1);
     case 'perBlock':
       return range(policy.start, policy.end);
     case 'perHost':

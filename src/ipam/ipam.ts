@@ -615,9 +615,14 @@ export class Ipam {
     }
   }
 
-  /** A perHost pool reserves addresses in the first block a host holds in it, and only there. */
-  private async needsHostReservation(affine: AffineSet, pool: Pool): Promise<boolean> {
-    if (pool.reservation.kind !== 'perHost') return false;
+  /**
+   * A perHost pool reserves addresses in the first block a host holds in it, and only there; so does an auto pool
+   * for a Windows host (the HNS gateway and host endpoint live in that first block). A Windows host's first perBlock
+   * block is marked too (same reservations): the HNS gateway must not move when a lower block is claimed later.
+   */
+  private async needsHostReservation(affine: AffineSet, pool: Pool, os: Host['os']): Promise<boolean> {
+    const k = pool.reservation.kind;
+    if (k !== 'perHost' && !(os === 'windows' && (k === 'auto' || k === 'perBlock'))) return false;
     const prefix = pfx(pool.cidr);
     for (const ref of affine.refs) {
       if (!prefixContainsPrefix(prefix, ref.prefix)) continue;
@@ -639,8 +644,8 @@ export class Ipam {
     const existing = new Set(await this.ds.blockCidrs());
     for (const pool of pools) {
       const prefix = pfx(pool.cidr);
-      const needsHostReservation = await this.needsHostReservation(affine, pool);
-      if (pool.reservation.kind === 'auto' && ctx.host.os === 'windows' && !this.usableBlock(pool, ctx.host, false)) {
+      const needsHostReservation = await this.needsHostReservation(affine, pool, ctx.host.os);
+      if (pool.reservation.kind === 'auto' && ctx.host.os === 'windows' && !this.usableBlock(pool, ctx.host, true)) {
         reasons.push(`pool ${pool.name}: /${pool.blockSize} blocks are too small for the Windows 4-address reservation (use a micropool reservation policy)`);
         continue;
       }
@@ -719,7 +724,7 @@ export class Ipam {
         const affine = await this.affineSet(pass, ctx);
         const limit = ctx.config.maxBlocksPerHost;
         if (limit > 0 && affine.count >= limit) throw new IpamError('IN_USE', `host ${ctx.host.name} has reached its limit of ${limit} blocks`);
-        const needsHostReservation = await this.needsHostReservation(affine, pool);
+        const needsHostReservation = await this.needsHostReservation(affine, pool, ctx.host.os);
         block = await this.twoPhaseClaim(pass, ctx, pool, cidr, needsHostReservation);
         if (!block) continue; // lost a race for the block; look again
       }
@@ -843,7 +848,7 @@ export class Ipam {
         out.failed.push(b.toString());
         continue;
       }
-      const got = await this.twoPhaseClaim(pass, ctx, pool, b, await this.needsHostReservation(affine, pool));
+      const got = await this.twoPhaseClaim(pass, ctx, pool, b, await this.needsHostReservation(affine, pool, ctx.host.os));
       if (got) affine.add(got);
       (got ? out.claimed : out.failed).push(b.toString());
     }

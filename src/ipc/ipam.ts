@@ -76,6 +76,12 @@ function bareIP(text: string): string {
 
 export interface IpamHandlerOptions {
   log?: (msg: string, fields?: Record<string, unknown>) => void;
+  /**
+   * The dataplane's own gateway for a pool (HNS: the address its addressing model reserves), used for `gateway:
+   * auto` instead of an address held under the node's gateway handle; prefixLen is the subnet pods sit in. null:
+   * the pool has none yet (an error for the ADD).
+   */
+  dataplaneGateway?: (pool: string, family: Family) => Promise<{ gateway: string; prefixLen: number } | null>;
 }
 
 export function ipamHandlers(ipam: Ipam, host: string, opts: IpamHandlerOptions = {}): Record<string, IpcHandler> {
@@ -260,10 +266,16 @@ export function ipamHandlers(ipam: Ipam, host: string, opts: IpamHandlerOptions 
     const poolsRouted = new Set<string>();
     for (const addr of ips) {
       let gw: string | undefined;
-      if (gwMode === 'auto') gw = (await gatewayFor(addr.pool, addr.family)).ip;
+      let subnetLen: number | undefined;
+      if (gwMode === 'auto' && opts.dataplaneGateway) {
+        const d = await opts.dataplaneGateway(addr.pool, addr.family);
+        if (!d) throw new IpamError('NO_POOL', `the dataplane has no gateway for pool ${addr.pool} on this node yet (see /dataplane)`);
+        gw = d.gateway;
+        subnetLen = d.prefixLen;
+      } else if (gwMode === 'auto') gw = (await gatewayFor(addr.pool, addr.family)).ip;
       else if (Array.isArray(gwMode)) gw = gwMode.map((g) => formatIP(parseIP(g))).find((g) => parseIP(g).family === addr.family);
       const pool = parsePrefix(addr.poolCidr);
-      const len = mode === 'host' ? maxLen(addr.family) : pool.len;
+      const len = mode === 'host' ? maxLen(addr.family) : subnetLen ?? pool.len;
       out.push(gw ? { family: addr.family, address: `${addr.ip}/${len}`, gateway: gw } : { family: addr.family, address: `${addr.ip}/${len}` });
       if (!gw) continue;
       if (!gwOf.has(addr.family)) gwOf.set(addr.family, gw);

@@ -221,8 +221,8 @@ ipc: { path: "" }
     ['ipam.pools[1].allowedUses[1]', /Workload, Tunnel, got "Pods"/, 13],
     ['ipam.pools[1].reservation.start', /not used with kind perHost/, 13],
     ['ipam.pools[2].blockSize', /not be shorter than the pool's prefix length 24, got 20/, 14],
-    ['dataplane.mode', /l2bridge, overlay, got "l3"/, 15],
-    ['dataplane.vni', /4096\.\.16777215, got 10/, 15],
+    ['dataplane.mode', /l2bridge, l2tunnel, overlay, got "l3"/, 15],
+    ['dataplane.vni', /4096\.\.65535, got 10/, 15],
     ['status.listen', /got "nope:x"/, 16],
     ['ipc.path', /non-empty string, got ""/, 17],
   ];
@@ -264,9 +264,9 @@ bgp:
 ipam:
   store: "etcd://10.0.0.5:2379,[fd00::5]:2379"
   pools:
-    - { name: micro, cidr: 10.9.0.0/24, blockSize: 30, reservation: { kind: perBlock, start: 1, end: 1 }, natOutgoing: true }
+    - { name: micro, cidr: 10.9.0.0/24, blockSize: 30, reservation: { kind: perBlock, start: 3, end: 1 }, natOutgoing: true }
     - { name: v6, cidr: "fd00:9::/112", reservation: none, allowedUses: [Tunnel], disabled: true, nodeSelector: 'os == "linux"' }
-dataplane: { kind: hns, network: Calico, mode: overlay, vni: 4096 }
+dataplane: { kind: hns, network: Calico, mode: overlay, vni: 4096, drMac: 00-15-5D-AA-BB-01, providerAddress: 192.0.2.1, adapter: Ethernet, module: 'C:\\k\\hns.v2.psm1', ownedPrefixes: [10.8.0.0/14], routeMetric: 300, endpointGraceSeconds: 60 }
 status: false
 ipc: false
 `),

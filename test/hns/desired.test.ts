@@ -14,7 +14,7 @@ t.test('config errors name the field', async (t) => {
   t.throws(build({ vni: undefined }), /vni: overlay mode needs a VNI/);
   t.throws(build({ drMac: 'zz' }), /drMac: not a MAC address/);
   t.throws(build({ network: '' }), /network: a network name is required/);
-  t.throws(build({ pools: [{ cidr: '10.0.0.0/16', gateway: 'fd00::1' }] }), /pools\[0\]\.gateway: fd00::1 is not IPv4/);
+  t.throws(build({ pools: [{ cidr: '10.0.0.0/16', gateway: 'fd00::1' }] }), /pools\[0\]\.gateway: fd00::1 is not inside the pool 10\.0\.0\.0\/16/);
   t.throws(build({ pools: [{ cidr: '10.0.0.1/16', gateway: '10.0.0.1' }] }), /pools\[0\]\.cidr: .*host bits set/);
   t.throws(build({ pools: [{ cidr: '10.0.0.0/16', gateway: '10.0.0.1' }, { cidr: '10.0.5.0/24', gateway: '10.0.5.1' }] }), /pools: 10\.0\.0\.0\/16 and 10\.0\.5\.0\/24 overlap/);
   t.throws(build({}, ['10.0.1.0/26', '10.0.1.32/27']), /local blocks 10\.0\.1\.0\/26 and 10\.0\.1\.32\/27 overlap/);

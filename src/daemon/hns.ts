@@ -1,0 +1,211 @@
+// The daemon's HNS dataplane: config (dataplane kind hns) and IPAM (pools from the store, this node's blocks, the
+// handles' addresses) -> the desired HNS state, reconciled through an executor (PowerShell on Windows, the fake
+// elsewhere). Also the CNI gateway (addressing.ts, so the CNI result and HNS agree) and endpoint reconciliation:
+// leaked endpoints are removed by the planner; addresses whose pod endpoint is gone are released after a grace
+// period here. Counters and lists for /dataplane and the metrics.
+import type { HnsDataplaneConfig } from '../config/types.ts';
+import type { Ipam } from '../ipam/ipam.ts';
+import type { Family } from '../net/ip.ts';
+import type { Rib } from '../rib/rib.ts';
+import { type DesiredState, type HnsConfig, RemoteRouteTable, buildDesired, isHostEndpointName } from '../hns/desired.ts';
+import type { FakeHns } from '../hns/fake.ts';
+import { readIpamView, type IpamView } from '../hns/ipam-view.ts';
+import { HNS_DEFAULT_NETWORK } from '../hns/limits.ts';
+import { type HnsExecutor, type HnsSnapshot, endpointAddresses } from '../hns/model.ts';
+import { HnsReconciler, type PassRecord } from '../hns/reconcile.ts';
+import type { WorkerStats } from '../hns/worker.ts';
+
+export interface HnsDataplaneOptions {
+  dp: HnsDataplaneConfig;
+  host: string;
+  ipam: Ipam | null;
+  executor: HnsExecutor;
+  fake: FakeHns | null;
+  log: { info(o: object, m: string): void; warn(o: object, m: string): void; error(o: object, m: string): void };
+  now?: () => number;
+  onPass?: (r: PassRecord) => void;
+  /** The long-lived script worker (Windows), for its call, timeout and restart counts. */
+  worker?: { stats(): WorkerStats; close(): void };
+  /** Reconciler timing (tests). */
+  intervalMs?: number;
+}
+
+/** Handles of the node's own (gateway, parked edge addresses): never a pod's, never released here. */
+const OWN_HANDLE = /^blockspeaker-/;
+const DEFAULT_GRACE_SECONDS = 600;
+const LIST_MAX = 50;
+
+export class HnsDataplane {
+  readonly network: string;
+  readonly reconciler: HnsReconciler;
+  readonly remote = new RemoteRouteTable();
+  /** Endpoints removed because no IPAM handle held their address (the pod is gone). */
+  leakedRemoved = 0;
+  /** IPAM handles released because their endpoint stayed gone longer than the grace period. */
+  orphansReleased = 0;
+  private lastLeaked: { name: string; ip: string; id: string; at: string }[] = [];
+  private lastReleased: { handle: string; ips: string[]; at: string }[] = [];
+  /** handle -> when its addresses were first seen with no endpoint. */
+  private readonly missingSince = new Map<string, number>();
+  private lastActual: HnsSnapshot | null = null;
+  private lastView: IpamView | null = null;
+  private unfollow: (() => void) | null = null;
+  private readonly now: () => number;
+
+  constructor(private readonly o: HnsDataplaneOptions) {
+    this.network = o.dp.network ?? HNS_DEFAULT_NETWORK;
+    this.now = o.now ?? Date.now;
+    this.reconciler = new HnsReconciler({
+      executor: o.executor,
+      desired: (actual) => this.desired(actual),
+      intervalMs: o.intervalMs,
+      onPass: (r) => {
+        if (r.ok) {
+          for (const e of r.removedEndpoints) {
+            if (isHostEndpointName(this.network, e.name)) continue;
+            this.leakedRemoved++;
+            this.lastLeaked = [...this.lastLeaked, { ...e, at: new Date(r.at).toISOString() }].slice(-LIST_MAX);
+            o.log.warn({ endpoint: e }, 'hns: removed a leaked endpoint (no IPAM handle holds its address)');
+          }
+        }
+        o.onPass?.(r);
+      },
+    });
+  }
+
+  start(): void {
+    this.reconciler.start();
+  }
+
+  stop(): void {
+    this.unfollow?.();
+    this.unfollow = null;
+    this.reconciler.stop();
+    this.o.worker?.close();
+  }
+
+  workerStats(): WorkerStats | null {
+    return this.o.worker?.stats() ?? null;
+  }
+
+  notify(): void {
+    this.reconciler.notify();
+  }
+
+  /** (Re)subscribe to a RIB's remote routes. */
+  follow(r: Rib | null): void {
+    this.unfollow?.();
+    this.unfollow = null;
+    this.remote.apply([...this.remote.values()].map((x) => ({ type: 'withdraw' as const, prefix: x.prefix as never })));
+    if (r) {
+      this.unfollow = r.subscribe((batch) => {
+        if (this.remote.apply(batch)) this.reconciler.notify();
+      });
+      this.remote.apply([...r.entries()].map((e) => ({ type: 'add' as const, prefix: e.prefix, best: e.best })));
+    }
+    this.reconciler.notify();
+  }
+
+  /** The CNI result's gateway for `gateway: auto` (ipc dataplaneGateway): the addressing model's, fresh from IPAM. */
+  async gateway(pool: string, _family: Family): Promise<{ gateway: string; prefixLen: number } | null> {
+    if (!this.o.ipam) return null;
+    const v = await readIpamView(this.o.ipam, this.o.host, !!this.o.dp.singleNetwork);
+    const a = v.pools.find((x) => x.pool === pool);
+    return a ? { gateway: a.gateway, prefixLen: a.prefixLen } : null;
+  }
+
+  private hnsConfig(view: IpamView | null): HnsConfig {
+    const dp = this.o.dp;
+    const byPool = new Map((view?.pools ?? []).map((a) => [a.pool, a]));
+    return {
+      mode: dp.mode,
+      network: this.network,
+      adapter: dp.adapter,
+      managementInterface: dp.interfaceAlias,
+      vni: dp.vni,
+      drMac: dp.drMac,
+      providerAddress: dp.providerAddress,
+      ownedPrefixes: dp.ownedPrefixes,
+      singleNetwork: dp.singleNetwork,
+      routeMetric: dp.routeMetric,
+      // Every pool the store knows, in the config or not: all are owned address space.
+      pools: (view?.storePools ?? []).map((p) => {
+        const a = byPool.get(p.name);
+        return { cidr: p.cidr, name: p.name, reservation: p.reservation, gateway: a?.gateway, hostEndpoint: a?.hostEndpoint };
+      }),
+    };
+  }
+
+  /** Called by the reconciler after each read. */
+  private async desired(actual: HnsSnapshot): Promise<DesiredState> {
+    this.lastActual = actual;
+    const view = this.o.ipam ? await readIpamView(this.o.ipam, this.o.host, !!this.o.dp.singleNetwork) : null;
+    this.lastView = view;
+    let held = view?.held;
+    if (view) held = await this.releaseOrphans(view, actual);
+    // Blocks of pools the model cannot serve (view.problems) are left out: listed at /dataplane, never thrown on.
+    const localBlocks = (view?.pools ?? []).flatMap((a) => a.blocks);
+    return buildDesired({ config: this.hnsConfig(view), localBlocks, remoteRoutes: this.remote.values(), heldIPs: held });
+  }
+
+  /**
+   * Pods' handles whose addresses no endpoint has held for the grace period: their pod is gone without a CNI DEL.
+   * Released; returns the held set without them. Only once our network exists (no network, no pods to judge by).
+   */
+  private async releaseOrphans(view: IpamView, actual: HnsSnapshot): Promise<Set<string>> {
+    const graceMs = (this.o.dp.endpointGraceSeconds ?? DEFAULT_GRACE_SECONDS) * 1000;
+    const held = new Set(view.held);
+    if (graceMs === 0 || !actual.Networks.some((n) => n.Name === this.network)) {
+      this.missingSince.clear();
+      return held;
+    }
+    const present = new Set<string>();
+    for (const e of actual.Endpoints) for (const ip of endpointAddresses(e)) present.add(ip.toString());
+    const now = this.now();
+    for (const key of [...this.missingSince.keys()]) if (!view.handles.has(key)) this.missingSince.delete(key);
+    for (const [handle, ips] of view.handles) {
+      if (OWN_HANDLE.test(handle) || ips.some((ip) => present.has(ip))) {
+        this.missingSince.delete(handle);
+        continue;
+      }
+      const since = this.missingSince.get(handle);
+      if (since === undefined) {
+        this.missingSince.set(handle, now);
+        continue;
+      }
+      if (now - since < graceMs) continue;
+      const released = await this.o.ipam!.releaseByHandle(handle);
+      this.missingSince.delete(handle);
+      this.orphansReleased++;
+      this.lastReleased = [...this.lastReleased, { handle, ips: released, at: new Date(now).toISOString() }].slice(-LIST_MAX);
+      this.o.log.warn({ handle, ips: released }, 'hns: released addresses whose endpoint is gone');
+      for (const ip of released) held.delete(ip);
+    }
+    return held;
+  }
+
+  /** /dataplane's hns part: HNS's own JSON as read, the addressing, and the endpoint reconciliation. */
+  status(): Record<string, unknown> {
+    const s = this.reconciler.status();
+    return {
+      fake: this.o.fake !== null,
+      network: this.network,
+      mode: this.o.dp.mode,
+      remoteRoutes: this.remote.size,
+      passes: s.passes, consecutiveFailures: s.consecutiveFailures, lastPlan: s.lastPlan, lastError: s.lastError,
+      drift: { events: s.driftEvents, last: s.drift },
+      worker: this.workerStats(),
+      addressing: this.lastView?.pools ?? [],
+      addressingProblems: this.lastView?.problems ?? [],
+      endpoints: {
+        leakedRemoved: this.leakedRemoved,
+        lastLeaked: this.lastLeaked,
+        orphansReleased: this.orphansReleased,
+        lastReleased: this.lastReleased,
+        awaitingRelease: [...this.missingSince].map(([handle, since]) => ({ handle, since: new Date(since).toISOString() })),
+      },
+      // The fake answers at once; the real HNS as last read (at the start of the last pass).
+      hns: this.o.fake ? this.o.fake.snapshot() : this.lastActual,
+    };
+  }
+}
