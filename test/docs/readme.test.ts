@@ -17,9 +17,10 @@ const INPUT = {
   status: {},
   ipc: {},
 };
-const withDataplane = (dp: object) => parseConfig(JSON.stringify({ ...INPUT, dataplane: dp }), 'README defaults') as unknown;
+const withDataplane = (dp: object, node: object = {}) => parseConfig(JSON.stringify({ ...INPUT, node, dataplane: dp }), 'README defaults') as unknown;
 const linux = withDataplane({ kind: 'linux' });
-const hns = withDataplane({ kind: 'hns' });
+// The HNS dataplane is for Windows nodes only (IPAM reserves its gateway and host endpoint in Windows blocks).
+const hns = withDataplane({ kind: 'hns' }, { os: 'windows' });
 const none = withDataplane({});
 
 interface Row {
