@@ -104,6 +104,8 @@ async function main() {
     path.join(out, 'fs-native-extensions.node'),
   );
   for (const f of ['install.ps1', 'node.yaml']) fs.copyFileSync(path.join(root, 'packaging', 'windows', f), path.join(out, f));
+  // The HNS programmer's long-lived PowerShell worker; the daemon looks for it beside the executable.
+  fs.copyFileSync(path.join(root, 'src', 'hns', 'worker.ps1'), path.join(out, 'worker.ps1'));
   fs.rmSync(work, { recursive: true, force: true });
   log(`dist/windows ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }

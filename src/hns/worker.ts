@@ -139,13 +139,24 @@ export class ScriptWorker implements PowerShellRunner {
 }
 
 /** worker.ps1, found beside the executable (packaged) or beside this module (from source). */
-export function findWorkerScript(execPath: string = process.execPath, here: string = dirname(new URL(import.meta.url).pathname)): string | null {
+export function findWorkerScript(execPath: string = process.execPath, here: string | null = sourceDir()): string | null {
   // Packaged: beside the executable (or its windows/ folder); from source: src/hns; from dist/: back to src/hns.
-  for (const dir of [dirname(execPath), join(dirname(execPath), 'windows'), here, join(here, '..', '..', '..', 'src', 'hns')]) {
+  const dirs = [dirname(execPath), join(dirname(execPath), 'windows')];
+  if (here) dirs.push(here, join(here, '..', '..', '..', 'src', 'hns'));
+  for (const dir of dirs) {
     const f = join(dir, 'worker.ps1');
     if (existsSync(f)) return f;
   }
   return null;
+}
+
+/** This module's folder; null inside the Windows single executable (a CommonJS bundle has no import.meta.url). */
+function sourceDir(): string | null {
+  try {
+    return dirname(new URL(import.meta.url).pathname);
+  } catch {
+    return null;
+  }
 }
 
 /** The PowerShell worker on a Windows host. */
