@@ -444,11 +444,18 @@ export class Daemon {
   // ---- views ----------------------------------------------------------------------------------------------------
 
   /** The status page's and `blockspeaker top`'s snapshot (src/daemon/overview.ts). */
+  /** /peers, with the peers the cluster made (node-to-node mesh, peer selectors) marked `mesh: true` for the page and `top`. */
+  private peersWithRoles(): PeerStatus[] {
+    const peers = this.speaker?.peers() ?? [];
+    const made = new Set(((this.cluster?.status() as { meshPeers?: Array<{ address: string }> } | null)?.meshPeers ?? []).map((p) => p.address));
+    return made.size ? peers.map((p) => (made.has(p.address) ? { ...p, mesh: true } : p)) : peers;
+  }
+
   overview(): Promise<Overview> {
     return overview({
       version: this.opts.version, startedAt: this.startedAt, now: Date.now, node: () => this.cfg.node,
       bgp: () => (this.cfg.bgp ? { asn: this.cfg.bgp.asn, routerId: this.cfg.bgp.routerId } : null),
-      ready: () => this.ready(), peers: () => this.speaker?.peers() ?? [], routes: () => this.speaker?.rib.size ?? 0,
+      ready: () => this.ready(), peers: () => this.peersWithRoles(), routes: () => this.speaker?.rib.size ?? 0,
       pools: () => (this.ipam ? this.poolUsage() : null), blocks: () => (this.ipam ? this.blockUsage() : null),
       announced: () => this.localPrefixes, dataplane: () => this.dataplaneStatus(), warnings: () => this.warnings,
     });

@@ -72,6 +72,9 @@ ipc: { path: ${sock} }
     const clusterC = await get(C.ns, '/cluster');
     t.same(clusterC.meshPeers.map((p: { address: string; passive: boolean }) => p.passive), [false, false, false], 'node-c (.4, highest) connects to all');
     t.same(clusterA.self.labels, { 'kubernetes.io/os': 'linux' }, 'the OS is registered as the kubernetes.io/os label');
+    const overviewA = await get(A.ns, '/overview');
+    t.same(overviewA.peers.filter((p: { mesh?: boolean }) => p.mesh === true).map((p: { address: string }) => p.address).sort(),
+      [nsD.ip, nsB.ip, nsC.ip].sort(), 'the status page marks every mesh peer as such');
 
     // ---- blocks and a borrowed /32
     const assign = (d: typeof A, handle: string, num4: number) => ipcRequest<AssignReply>(d.sock, 'ipam.assign', { handle, num4, pools: ['pods'] });
