@@ -50,7 +50,9 @@ if (!gate && CHROMIUM) {
     });
 
     const sock = join(dir, 'bs.sock');
-    writeFileSync(join(dir, 'calico.yaml'), `apiVersion: projectcalico.org/v3\nkind: '${HOSTILE.replace(/'/g, "''")}'\nmetadata: { name: x }\n`);
+    // A BGPConfiguration named neither "default" nor "node.<name>" is ignored with a warning that quotes its name:
+    // the page must show that name as text. (An unknown kind would refuse the whole file, so the daemon would not start.)
+    writeFileSync(join(dir, 'calico.yaml'), `apiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: { name: '${HOSTILE.replace(/'/g, "''")}' }\nspec: {}\n`);
     const file = join(dir, 'node.yaml');
     writeFileSync(file, `node: { name: node-page, os: linux }
 bgp:
