@@ -45,9 +45,10 @@ t.test('borrowed addresses are matched to the block and host they come from', as
 });
 
 t.test('a running daemon serves the page, /overview, 404 JSON, and every metric the dashboard uses', async (t) => {
-  // A Calico manifest whose kind is HTML: the import warning carries it to /warnings and the page as text.
+  // A BGPConfiguration whose name is HTML is ignored (neither "default" nor "node.<name>") with a warning quoting the
+  // name: it reaches /warnings and the page as text. (An unknown kind would refuse the file and stop the start.)
   const d = await startTestDaemon('bs-ui', { name: 'node-ui', asn: 65010, routerId: '10.0.0.1', poolCidr: '10.244.0.0/27',
-    calicoManifest: `apiVersion: projectcalico.org/v3\nkind: '${HOSTILE}'\nmetadata: { name: x }\n` }, t);
+    calicoManifest: `apiVersion: projectcalico.org/v3\nkind: BGPConfiguration\nmetadata: { name: '${HOSTILE}' }\nspec: {}\n` }, t);
   const a = await ipcRequest<AssignReply>(d.socket, 'ipam.assign', { handle: 'ui-test', num4: 3, pools: ['pods'] });
   t.equal(a.ips.length, 3, 'three addresses assigned through the control socket');
 
