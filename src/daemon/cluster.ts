@@ -85,6 +85,11 @@ export class ClusterPeers {
     return this.peers;
   }
 
+  /** Addresses of the peers the cluster made (mesh and peer selectors), as opposed to configured ones. */
+  peerAddresses(): Set<string> {
+    return new Set(this.peers.map((p) => p.address));
+  }
+
   status(): unknown {
     return {
       self: this.self,

@@ -447,7 +447,7 @@ export class Daemon {
   /** /peers, with the peers the cluster made (node-to-node mesh, peer selectors) marked `mesh: true` for the page and `top`. */
   private peersWithRoles(): PeerStatus[] {
     const peers = this.speaker?.peers() ?? [];
-    const made = new Set(((this.cluster?.status() as { meshPeers?: Array<{ address: string }> } | null)?.meshPeers ?? []).map((p) => p.address));
+    const made = this.cluster?.peerAddresses() ?? new Set<string>();
     return made.size ? peers.map((p) => (made.has(p.address) ? { ...p, mesh: true } : p)) : peers;
   }
 
