@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply } from '../../src/ipc/protocol.ts';
 import { createLink, execInNetns, interopGate, requirePeers, runInNetns, startPeer, waitFor } from '../interop/harness.ts';
-import { Browser, CHROMIUM, type Page } from '../lib/cdp.ts';
+import { Browser, CHROMIUM } from '../lib/cdp.ts';
 
 const BIN = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
 const HOSTILE = '<img src=x onerror="document.title=\'owned\'">';
