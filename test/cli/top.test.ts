@@ -3,13 +3,13 @@
 import t from 'tap';
 import fc from 'fast-check';
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { renderFrame, textBar } from '../../src/cli/top.ts';
 import type { Overview } from '../../src/daemon/overview.ts';
 import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply } from '../../src/ipc/protocol.ts';
 import { blockspeakerBin, runCli } from '../lib/cli.ts';
+import { toolPath, toolsGate } from '../lib/tools.ts';
 import { startTestDaemon } from '../lib/daemon.ts';
 import { waitFor } from '../lib/wait.ts';
 
@@ -104,11 +104,12 @@ t.test('top --once against a running daemon; no terminal without --once; a missi
   t.match(bad.stderr, /--interval must be between 1 and 3600/);
 
   // ---- the redrawing view in a pseudo-terminal (util-linux `script`): frames keep coming, q quits and restores
-  if (!existsSync('/usr/bin/script')) return void t.comment('no /usr/bin/script (util-linux): the terminal loop is not driven here');
+  // util-linux's script(1) gives the loop a real pseudo-terminal.
+  if (!toolsGate(t, ['script'])) return;
   const cmd = [process.execPath, blockspeakerBin, 'top', '--socket', d.socket, '--interval', '1'].map((x) => `'${x}'`).join(' ');
   const env = { ...process.env };
   delete env.NO_COLOR; // the test runner may set it; a user's terminal would not
-  const child = spawn('/usr/bin/script', ['-q', '-e', '-c', cmd, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], env });
+  const child = spawn(toolPath('script')!, ['-q', '-e', '-c', cmd, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], env });
   let screen = '';
   child.stdout.on('data', (x: Buffer) => (screen += x));
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));

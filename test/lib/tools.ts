@@ -10,6 +10,7 @@ export const TOOLS = {
   curl: { pkg: 'curl', paths: ['/usr/bin/curl'] },
   openssl: { pkg: 'openssl', paths: ['/usr/bin/openssl'] },
   nsenter: { pkg: 'util-linux', paths: ['/usr/bin/nsenter'] },
+  script: { pkg: 'util-linux', paths: ['/usr/bin/script'] },
   etcd: { pkg: 'etcd-server', paths: ['/usr/bin/etcd'] },
   etcdctl: { pkg: 'etcd-client', paths: ['/usr/bin/etcdctl'] },
   bird: { pkg: 'bird2', paths: ['/usr/sbin/bird'] },
