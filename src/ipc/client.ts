@@ -164,9 +164,9 @@ export class IpcClient {
         return new IpcError('NOT_RUNNING', `blockspeaker daemon is not running (nothing listens on ${this.path}: a stale socket)`);
       case 'EACCES':
       case 'EPERM':
-        // Say what actually guards the endpoint: a named pipe's default DACL, or a Unix socket's mode.
+        // Say what actually guards the endpoint: the pipe's DACL the daemon sets, or a Unix socket's mode.
         return new IpcError('PERMISSION', this.endpoint.startsWith('\\\\.\\pipe\\')
-          ? `permission denied on the pipe ${this.endpoint} (its default DACL lets only SYSTEM, Administrators and the daemon's account send requests: run elevated)`
+          ? `permission denied on the pipe ${this.endpoint} (its DACL lets only SYSTEM and Administrators open it: run elevated, as an administrator)`
           : `permission denied on ${this.path} (the socket is mode 0600: run as the daemon's user, usually root)`);
       case 'ENOTSOCK':
         return new IpcError('NOT_RUNNING', `${this.path} is not a socket`);

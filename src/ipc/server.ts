@@ -1,5 +1,6 @@
 // The daemon's control socket: net-ipc request/response over a Unix socket, mode 0600 (on Windows a named pipe
-// with the default DACL; what each enforces: Platform.ipcAccess in src/platform/platform.ts).
+// whose DACL is set to SYSTEM and Administrators only once it listens; what each enforces: Platform.secureIpc in
+// src/platform/platform.ts).
 //
 // Start-up rules: a path that answers is a live daemon, so we refuse to start; a socket file nobody listens on is
 // stale and is removed; anything else at the path (a regular file, a directory) is refused, never deleted. A pipe
@@ -94,7 +95,8 @@ async function clearPath(path: string, endpoint: string, platform: Platform): Pr
 
 /** A listen failure in words: who holds the name, or which permission is missing. */
 export function listenError(path: string, e: unknown): Error {
-  const code = (e as NodeJS.ErrnoException)?.code;
+  // net-ipc reports a path it finds present before listening as a plain Error with this message and no code.
+  const code = (e as NodeJS.ErrnoException)?.code ?? (/^EADDRINUSE\b/.test((e as Error)?.message ?? '') ? 'EADDRINUSE' : undefined);
   if (code === 'EADDRINUSE')
     return new IpcStartError(`${path} is already owned by another process that does not answer as a blockspeaker daemon (EADDRINUSE); refusing to start`);
   if (code === 'EACCES' || code === 'EPERM')
@@ -169,12 +171,20 @@ export async function startIpcServer(opts: IpcServerOptions): Promise<IpcServer>
     fs.chmodSync(endpoint, 0o600);
     ino = fs.statSync(endpoint).ino;
   }
+  // Windows: the pipe's DACL becomes SYSTEM and Administrators only, read back, before anyone is told we listen.
+  let access: string;
+  try {
+    access = (await platform.secureIpc(endpoint)).what;
+  } catch (e) {
+    await server.close();
+    throw e instanceof IpcStartError ? e : new IpcStartError((e as Error)?.message ?? String(e));
+  }
 
   let closed = false;
   return {
     path,
     endpoint,
-    access: platform.ipcAccess,
+    access,
     register: (name, h) => void handlers.set(name, h),
     unregister: (name) => void handlers.delete(name),
     methods: () => [...handlers.keys()].sort(),

@@ -12,6 +12,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import fsx from 'fs-native-extensions';
+import { restrictPipe, type PipeSecurityApi } from './pipe-acl.ts';
 import { defaultPaths, HOST_PLATFORM, netIpcPath, socketEndpoint, type DefaultPaths, type PlatformId } from './paths.ts';
 
 export type { PlatformId, DefaultPaths } from './paths.ts';
@@ -73,6 +74,11 @@ export interface Platform {
   netIpcPath(path: string): string;
   /** What protects the control endpoint once listening (said in logs and client errors). */
   readonly ipcAccess: string;
+  /**
+   * Restrict the control endpoint just listened on, and say what it enforces (Windows: the pipe's DACL, set and read
+   * back). Throws when it cannot: a daemon must not listen wider than it says.
+   */
+  secureIpc(endpoint: string): Promise<AccessReport>;
   /** Restrict a directory this program just created to its administrators (Windows: SYSTEM and Administrators). */
   secureNewDir(dir: string): Promise<AccessReport>;
   /** Replace `target` by `tmp` (closed files only). Windows retries briefly: scanners hold files open for a moment. */
@@ -110,6 +116,8 @@ export interface PlatformDeps {
   processAlive: (pid: number) => boolean;
   spawn: Spawner;
   sleepMs: (ms: number) => void;
+  /** The Win32 security calls for the pipe's DACL (koffi), loaded on first use: only a Windows daemon needs them. */
+  pipeSecurity: () => Promise<PipeSecurityApi>;
 }
 
 function errCode(err: unknown): string | undefined {
@@ -171,6 +179,7 @@ export function realDeps(): PlatformDeps {
     processAlive: realProcessAlive,
     spawn: realSpawn,
     sleepMs: (ms) => void Atomics.wait(sab, 0, 0, ms),
+    pipeSecurity: async () => (await import('./win32-security.ts')).win32PipeSecurity(),
   };
 }
 
@@ -230,6 +239,7 @@ export function linuxPlatform(d: PlatformDeps = realDeps()): Platform {
       { signal: 'SIGHUP', action: 'reload' },
     ],
     ipcAccess: 'Unix socket mode 0600 (the daemon\'s user only, usually root)',
+    secureIpc: async () => ({ enforced: true, what: 'Unix socket mode 0600 (the daemon\'s user only, usually root)' }),
     secureNewDir: async (dir) => ({ enforced: true, what: `${dir}: POSIX permissions from the umask` }),
     replaceFile: (tmp, target) => d.fs.renameSync(tmp, target),
   };
@@ -271,10 +281,19 @@ export function windowsPlatform(d: PlatformDeps = realDeps()): Platform {
       { signal: 'SIGHUP', action: 'restart' },
     ],
     // libuv creates the pipe with FILE_FLAG_FIRST_PIPE_INSTANCE (a name another process owns fails with
-    // EADDRINUSE) and the default DACL: full control for SYSTEM, Administrators and the creating account;
-    // Everyone/Anonymous get read only, which cannot open the pipe for the read+write a request needs. Node
-    // cannot set a custom DACL, and we never call readableAll/writableAll, which would open it to Everyone.
-    ipcAccess: 'named pipe with the default DACL (read+write for SYSTEM, Administrators and the daemon\'s account; others read-only, so they cannot send requests); first instance only',
+    // EADDRINUSE) and the default DACL; secureIpc then replaces that DACL with SYSTEM and Administrators only
+    // (./pipe-acl.ts) before the daemon says it listens, and refuses to start when it cannot.
+    ipcAccess: 'named pipe with the DACL D:P(A;;GA;;;SY)(A;;GA;;;BA): SYSTEM and Administrators only; first instance only',
+    async secureIpc(endpoint) {
+      let api: PipeSecurityApi;
+      try {
+        api = await d.pipeSecurity();
+      } catch (e) {
+        throw new Error(`cannot restrict the control pipe ${endpoint} to SYSTEM and Administrators: the Win32 security calls (koffi) do not load: ${(e as Error)?.message ?? String(e)}; refusing to start`);
+      }
+      const r = restrictPipe(endpoint, api);
+      return { enforced: r.enforced, what: r.what };
+    },
     async secureNewDir(dir) {
       const r = await d.spawn('icacls', icaclsArgs(dir));
       if (r.code === 0) return { enforced: true, what: `${dir}: ACL set to SYSTEM and Administrators only (inheritance removed)` };

@@ -121,10 +121,10 @@ t.test('boot identity: Windows boot times within a minute are the same boot', as
 t.test('messages say what is enforced: a taken pipe name, a denied pipe, a denied socket', async (t) => {
   t.match(listenError('\\\\.\\pipe\\blockspeaker', Object.assign(new Error('x'), { code: 'EADDRINUSE' })).message,
     /\\\\\.\\pipe\\blockspeaker is already owned by another process .*refusing to start/);
-  t.match(windowsDouble().platform.ipcAccess, /default DACL.*SYSTEM, Administrators/);
+  t.match(windowsDouble().platform.ipcAccess, /DACL D:P\(A;;GA;;;SY\)\(A;;GA;;;BA\): SYSTEM and Administrators only/);
   t.match(linuxPlatform().ipcAccess, /0600/);
   const describe = (p: string) => (new IpcClient(p) as unknown as { describe(e: NodeJS.ErrnoException): Error }).describe(Object.assign(new Error('denied'), { code: 'EACCES' })).message;
-  t.match(describe('\\\\.\\pipe\\blockspeaker'), /default DACL lets only SYSTEM, Administrators and the daemon's account/);
+  t.match(describe('\\\\.\\pipe\\blockspeaker'), /its DACL lets only SYSTEM and Administrators open it/);
   t.notMatch(describe('\\\\.\\pipe\\blockspeaker'), /0600/, 'no POSIX mode claimed for a pipe');
   t.match(describe('/run/blockspeaker.sock'), /mode 0600/);
 });

@@ -9,6 +9,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { realDeps, windowsPlatform, type Platform, type SpawnResult } from '../../src/platform/platform.ts';
+import { netIpcPath } from '../../src/platform/paths.ts';
+import type { PipeSecurityApi } from '../../src/platform/pipe-acl.ts';
 
 export interface WindowsDouble {
   platform: Platform;
@@ -18,6 +20,8 @@ export interface WindowsDouble {
   openPaths(): string[];
   /** Rule violations the double refused (each also threw at the caller). */
   refused: string[];
+  /** Every DACL set on a pipe through the platform (pipe name, SDDL asked for). */
+  pipeDacls: { pipe: string; sddl: string }[];
 }
 
 export interface WindowsDoubleOptions {
@@ -28,6 +32,13 @@ export interface WindowsDoubleOptions {
   now?: () => number;
   spawnResult?: (cmd: string, args: string[]) => SpawnResult;
   processAlive?: (pid: number) => boolean;
+  /**
+   * The Win32 pipe security calls. Default: the DACL asked for is kept and read back as wine does (entries as
+   * given, the protected flag dropped). Reject to model koffi failing to load.
+   */
+  pipeSecurity?: () => Promise<PipeSecurityApi>;
+  /** Listen for "pipes" as Unix sockets in this directory (the pipe namespace of the double), so a server can run. */
+  pipeDir?: string;
 }
 
 function winError(code: 'EPERM' | 'EACCES', syscall: string, what: string): NodeJS.ErrnoException {
@@ -43,6 +54,13 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
   const open = new Map<number, { path: string; flags: string }>();
   const refused: string[] = [];
   const spawned: { cmd: string; args: string[] }[] = [];
+  const pipeDacls: { pipe: string; sddl: string }[] = [];
+  const keepAsWine: PipeSecurityApi = {
+    setDacl(pipe, sddl) {
+      pipeDacls.push({ pipe, sddl });
+      return sddl.replace(/^D:P/, 'D:');
+    },
+  };
   const isOpen = (p: string) => [...open.values()].some((o) => o.path === path.resolve(p));
   const refuse = (code: 'EPERM' | 'EACCES', syscall: string, what: string) => {
     refused.push(`${syscall} ${what}`);
@@ -98,6 +116,9 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
       spawned.push({ cmd, args });
       return opts.spawnResult?.(cmd, args) ?? { code: 0, stdout: 'Successfully processed 1 files; Failed processing 0 files', stderr: '' };
     },
+    pipeSecurity: opts.pipeSecurity ?? (async () => keepAsWine),
   });
-  return { platform, spawned, refused, openPaths: () => [...open.values()].map((o) => o.path) };
+  const pipeDir = opts.pipeDir;
+  const withPipes: Platform = pipeDir ? { ...platform, netIpcPath: (p) => path.join(pipeDir, netIpcPath(p, 'win32')) } : platform;
+  return { platform: withPipes, spawned, refused, pipeDacls, openPaths: () => [...open.values()].map((o) => o.path) };
 }

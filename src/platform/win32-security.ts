@@ -1,0 +1,109 @@
+// The Win32 calls behind PipeSecurityApi (./pipe-acl.ts), through koffi. Imported only on Windows when the daemon
+// listens on its pipe (never by the CNI plugin, the CLI's client commands or Linux), so neither koffi's load time nor
+// its memory is paid elsewhere. In the Windows executable, 'koffi' resolves to the koffi.node shipped beside it
+// (packaging/windows/build.ts).
+import { Win32Error, type PipeSecurityApi } from './pipe-acl.ts';
+
+// winnt.h / winbase.h / accctrl.h / sddl.h
+const READ_CONTROL = 0x0002_0000;
+const WRITE_DAC = 0x0004_0000;
+const OPEN_EXISTING = 3;
+const ERROR_PIPE_BUSY = 231;
+const SE_KERNEL_OBJECT = 6;
+const DACL_SECURITY_INFORMATION = 0x0000_0004;
+const PROTECTED_DACL_SECURITY_INFORMATION = 0x8000_0000;
+const SDDL_REVISION_1 = 1;
+const INVALID_HANDLE = 0xffff_ffff_ffff_ffffn;
+
+type Fn = (...args: unknown[]) => any;
+
+interface KoffiLike {
+  load(path: string): { func(definition: string): Fn };
+  address(p: unknown): bigint;
+  decode(p: unknown, type: string, len: number): string;
+}
+
+/** koffi's API from its ESM wrapper, its CommonJS module, or the executable's shim (all shapes seen in bundles). */
+async function loadKoffi(): Promise<KoffiLike> {
+  const mod = (await import('koffi')) as unknown as { default?: KoffiLike } & KoffiLike;
+  return typeof mod.load === 'function' ? mod : (mod.default as KoffiLike);
+}
+
+export async function win32PipeSecurity(): Promise<PipeSecurityApi> {
+  const koffi = await loadKoffi();
+  const kernel32 = koffi.load('kernel32.dll');
+  const advapi32 = koffi.load('advapi32.dll');
+  const CreateFileW = kernel32.func('void *CreateFileW(const char16_t *name, uint32_t access, uint32_t share, void *sa, uint32_t disposition, uint32_t flags, void *tmpl)');
+  const WaitNamedPipeW = kernel32.func('int WaitNamedPipeW(const char16_t *name, uint32_t timeoutMs)');
+  const CloseHandle = kernel32.func('int CloseHandle(void *h)');
+  const GetLastError = kernel32.func('uint32_t GetLastError()');
+  const LocalFree = kernel32.func('void *LocalFree(void *p)');
+  const SddlToSd = advapi32.func('int ConvertStringSecurityDescriptorToSecurityDescriptorW(const char16_t *sddl, uint32_t rev, _Out_ void **sd, _Out_ uint32_t *size)');
+  const GetSecurityDescriptorDacl = advapi32.func('int GetSecurityDescriptorDacl(void *sd, _Out_ int *present, _Out_ void **dacl, _Out_ int *defaulted)');
+  const SetSecurityInfo = advapi32.func('uint32_t SetSecurityInfo(void *h, int type, uint32_t info, void *owner, void *group, void *dacl, void *sacl)');
+  const GetSecurityInfo = advapi32.func('uint32_t GetSecurityInfo(void *h, int type, uint32_t info, void *owner, void *group, _Out_ void **dacl, void *sacl, _Out_ void **sd)');
+  const SdToSddl = advapi32.func('int ConvertSecurityDescriptorToStringSecurityDescriptorW(void *sd, uint32_t rev, uint32_t info, _Out_ void **sddl, _Out_ uint32_t *len)');
+
+  const invalid = (h: unknown) => h === null || koffi.address(h) === INVALID_HANDLE;
+
+  /** Our own pipe, as a client that may read and write its DACL (the creator owns it; a busy pipe is waited for). */
+  function openPipe(pipe: string): unknown {
+    for (let attempt = 0; ; attempt++) {
+      const h = CreateFileW(pipe, READ_CONTROL | WRITE_DAC, 0, null, OPEN_EXISTING, 0, null);
+      if (!invalid(h)) return h;
+      const err = GetLastError() as number;
+      // Every instance is taken by a connecting client: wait for one, a few times.
+      if (err === ERROR_PIPE_BUSY && attempt < 5 && WaitNamedPipeW(pipe, 2000)) continue;
+      throw new Win32Error(`CreateFileW(${pipe}, READ_CONTROL|WRITE_DAC)`, err);
+    }
+  }
+
+  function descriptor(sddl: string): unknown {
+    const sd: unknown[] = [null];
+    if (!SddlToSd(sddl, SDDL_REVISION_1, sd, [0])) throw new Win32Error(`ConvertStringSecurityDescriptorToSecurityDescriptorW(${sddl})`, GetLastError());
+    return sd[0];
+  }
+
+  function readDacl(h: unknown): string {
+    const dacl: unknown[] = [null];
+    const sd: unknown[] = [null];
+    const rc = GetSecurityInfo(h, SE_KERNEL_OBJECT, DACL_SECURITY_INFORMATION, null, null, dacl, null, sd) as number;
+    if (rc !== 0) throw new Win32Error('GetSecurityInfo', rc);
+    try {
+      const str: unknown[] = [null];
+      if (!SdToSddl(sd[0], SDDL_REVISION_1, DACL_SECURITY_INFORMATION, str, [0])) {
+        throw new Win32Error('ConvertSecurityDescriptorToStringSecurityDescriptorW', GetLastError());
+      }
+      try {
+        return koffi.decode(str[0], 'char16_t', -1);
+      } finally {
+        LocalFree(str[0]);
+      }
+    } finally {
+      LocalFree(sd[0]);
+    }
+  }
+
+  return {
+    setDacl(pipe, sddl) {
+      const sd = descriptor(sddl);
+      try {
+        const present = [0];
+        const dacl: unknown[] = [null];
+        if (!GetSecurityDescriptorDacl(sd, present, dacl, [0]) || !present[0]) {
+          throw new Win32Error(`GetSecurityDescriptorDacl(${sddl})`, GetLastError());
+        }
+        const h = openPipe(pipe);
+        try {
+          const rc = SetSecurityInfo(h, SE_KERNEL_OBJECT, (DACL_SECURITY_INFORMATION | PROTECTED_DACL_SECURITY_INFORMATION) >>> 0, null, null, dacl[0], null) as number;
+          if (rc !== 0) throw new Win32Error(`SetSecurityInfo(${pipe}, DACL)`, rc);
+          return readDacl(h);
+        } finally {
+          CloseHandle(h);
+        }
+      } finally {
+        LocalFree(sd);
+      }
+    },
+  };
+}
