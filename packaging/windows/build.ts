@@ -4,11 +4,12 @@
 // Steps: fetch node.exe (npm pack, checked against a pinned sha512) -> bundle each entry into one CommonJS file
 // (esbuild; SEA runs exactly one CJS script) -> make the SEA preparation blob with that same node.exe under wine
 // (the blob's code cache is V8 bytecode and must come from the exact Node that runs it) -> copy node.exe and
-// inject the blob (postject) -> put the native file-locking addon and the service script beside the exes.
+// inject the blob (postject) -> put the native addons (file locking, koffi for the pipe DACL) and the service script
+// beside the exes.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { NODE_WIN, projectRoot, windowsDist, windowsNode, wineEnv, wineBinary, ensureWinePrefix } from './wine.ts';
+import { NODE_WIN, pinnedPackageFile, projectRoot, windowsDist, windowsNode, wineEnv, wineBinary, ensureWinePrefix } from './wine.ts';
 
 const root = projectRoot;
 const out = windowsDist;
@@ -36,6 +37,34 @@ module.exports = m.exports;`,
   },
 };
 
+// koffi (the pipe DACL's Win32 calls) finds its binary through require() of per-platform packages, which a SEA
+// cannot do: in the executable 'koffi' is its win32-x64 koffi.node, shipped beside the exe and opened on first use
+// (src/platform/win32-security.ts imports it only when a Windows daemon listens on its pipe).
+const koffiBesideExe = {
+  name: 'koffi-beside-exe',
+  setup(build: import('esbuild').PluginBuild) {
+    build.onResolve({ filter: /^koffi$/ }, () => ({ path: 'koffi', namespace: 'koffi-beside-exe' }));
+    build.onLoad({ filter: /.*/, namespace: 'koffi-beside-exe' }, () => ({
+      loader: 'js',
+      contents: `const path = require('node:path');
+const m = { exports: {} };
+process.dlopen(m, path.join(path.dirname(process.execPath), 'koffi.node'));
+module.exports = m.exports;`,
+    }));
+  },
+};
+
+/** The win32-x64 koffi.node at the version and integrity package-lock.json pins (offline once cached). */
+function koffiNode(): string {
+  const lock = JSON.parse(fs.readFileSync(path.join(root, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { version?: string; integrity?: string }>;
+  };
+  const name = '@koromix/koffi-win32-x64';
+  const pin = lock.packages[`node_modules/${name}`];
+  if (!pin?.version || !pin.integrity) throw new Error(`package-lock.json has no pinned ${name} (run npm install on a lock with every platform's optional packages)`);
+  return pinnedPackageFile(name, pin.version, pin.integrity, 'package/win32_x64/koffi.node');
+}
+
 async function bundle(entry: string, file: string, minify: boolean): Promise<void> {
   const esbuild = await import('esbuild');
   await esbuild.build({
@@ -49,7 +78,7 @@ async function bundle(entry: string, file: string, minify: boolean): Promise<voi
     // msgpackr's native accelerator is optional (msgpackr falls back to JavaScript); a SEA's require() only loads
     // built-in modules, so leaving it out is what the executable would do anyway.
     external: ['msgpackr-extract'],
-    plugins: [nativeAddonBesideExe],
+    plugins: [nativeAddonBesideExe, koffiBesideExe],
     logLevel: 'error',
     legalComments: 'none',
   });
@@ -89,6 +118,10 @@ async function main() {
   ensureWinePrefix();
   await bundle('src/cli/main.ts', 'blockspeaker.cjs', false);
   await bundle('packaging/windows/cni-entry.ts', 'blockspeaker-cni.cjs', true);
+  // The CNI plugin starts for every pod: it must not carry koffi, not even unloaded.
+  if (fs.readFileSync(path.join(work, 'blockspeaker-cni.cjs'), 'utf8').includes('koffi.node')) {
+    throw new Error('blockspeaker-cni.cjs bundles koffi: something the CNI plugin imports reaches src/platform/win32-security.ts');
+  }
   for (const [script, exe] of [
     ['blockspeaker.cjs', 'blockspeaker.exe'],
     ['blockspeaker-cni.cjs', 'blockspeaker-cni.exe'],
@@ -103,6 +136,7 @@ async function main() {
     path.join(root, 'node_modules', 'fs-native-extensions', 'prebuilds', 'win32-x64', 'fs-native-extensions.node'),
     path.join(out, 'fs-native-extensions.node'),
   );
+  fs.copyFileSync(koffiNode(), path.join(out, 'koffi.node'));
   for (const f of ['install.ps1', 'node.yaml']) fs.copyFileSync(path.join(root, 'packaging', 'windows', f), path.join(out, f));
   // The HNS programmer's long-lived PowerShell worker; the daemon looks for it beside the executable.
   fs.copyFileSync(path.join(root, 'src', 'hns', 'worker.ps1'), path.join(out, 'worker.ps1'));

@@ -173,6 +173,7 @@ export class Daemon {
       peers: () => this.speaker?.peers() ?? [],
       rib: () => this.speaker?.rib ?? null,
       services: () => this.cfg.bgp?.serviceIPs ?? null,
+      control: () => (this.ipc ? { endpoint: this.ipc.endpoint, access: this.ipc.access } : null),
     });
     this.status.route('/ipam/pools', async () => ({ body: await this.poolUsage() }));
     this.status.route('/ipam/blocks', async (url) => ({ body: await this.blockUsage(url.searchParams.get('host') ?? undefined) }));

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import netIpc from 'net-ipc';
 import { hostPlatform, type Platform } from '../platform/platform.ts';
+import { ipcRequest } from './client.ts';
 import type { Request, Response, StatusReply } from './protocol.ts';
 
 /** A method handler: gets the request's params, returns the result (or throws an error with a `code`). */
@@ -60,9 +61,21 @@ function probe(endpoint: string, timeoutMs = 500): Promise<'live' | 'denied' | '
   });
 }
 
+/** Whether whatever accepts connections at `endpoint` answers a status request as a blockspeaker daemon does. */
+async function answersAsDaemon(endpoint: string): Promise<boolean> {
+  try {
+    const r = await ipcRequest<{ pid?: unknown }>(endpoint, 'status', {}, { connectTimeoutMs: 1000, timeoutMs: 1500 });
+    return typeof r?.pid === 'number';
+  } catch {
+    return false;
+  }
+}
+
 async function refuseTaken(path: string, endpoint: string): Promise<void> {
   const who = await probe(endpoint);
-  if (who === 'live') throw new IpcStartError(`another blockspeaker daemon is already listening on ${path}`);
+  if (who === 'live' && await answersAsDaemon(endpoint)) throw new IpcStartError(`another blockspeaker daemon is already listening on ${path}`);
+  // A squatter: something else took the name first (on Windows, to receive what the CLI and CNI plugin send).
+  if (who === 'live') throw new IpcStartError(`${path} is already owned by another process that does not answer as a blockspeaker daemon; refusing to start`);
   if (who === 'denied') throw new IpcStartError(`${path} is already owned by another process that denies us access (${endpoint}); refusing to start`);
 }
 

@@ -22,6 +22,8 @@ export interface StatusSource {
   now?: () => number;
   /** Service IP ranges announced from this node (Calico BGPConfiguration), shown in /status. */
   services?: () => unknown;
+  /** The control socket or pipe and what protects it (as enforced and read back), shown in /status. */
+  control?: () => unknown;
 }
 
 export interface Reply {
@@ -60,6 +62,7 @@ export class StatusServer {
           node: src.node().name,
           os: src.node().os,
           ...(src.services ? { services: src.services() } : {}),
+          ...(src.control ? { control: src.control() } : {}),
           asn: bgp?.asn ?? null,
           routerId: bgp?.routerId ?? null,
           version: src.version,

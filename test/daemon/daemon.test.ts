@@ -152,6 +152,7 @@ ipc: { path: ${sock} }
   t.match((await d.get('/dataplane')).body, { kind: 'none', errors: 0 });
   const st = (await d.get('/status')).body;
   t.match(st, { node: 'node-a', asn: 65010, routerId: '127.0.0.1', peers: { configured: 1, established: 1 } });
+  t.match(st.control, { endpoint: sock, access: /Unix socket mode 0600/ }, '/status says what protects the control socket');
 
   let m = (await waitFor('metrics with the allocation', async () => {
     const r = await d.get('/metrics');

@@ -137,3 +137,20 @@ t.test('a taken pipe name: libuv\'s EADDRINUSE and net-ipc\'s own message both s
     t.equal(err.message, `${PIPE} is already owned by another process that does not answer as a blockspeaker daemon (EADDRINUSE); refusing to start`);
   }
 });
+
+t.test('a squatter that accepts connections but is no blockspeaker daemon: refused, and said so', async (t) => {
+  const dir = tmpDir(t);
+  const sock = path.join(dir, 'squat.sock');
+  const conns: net.Socket[] = [];
+  const squatter = net.createServer((c) => (conns.push(c), c.on('error', () => undefined))); // accepts, never answers
+  await new Promise<void>((resolve) => squatter.listen(sock, resolve));
+  t.teardown(() => {
+    for (const c of conns) c.destroy();
+    squatter.close();
+  });
+  await t.rejects(startIpcServer({ path: sock }), {
+    name: 'IpcStartError',
+    message: `${sock} is already owned by another process that does not answer as a blockspeaker daemon; refusing to start`,
+  });
+  t.ok(fs.existsSync(sock), 'the squatter\'s socket is left alone');
+});

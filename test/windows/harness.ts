@@ -13,7 +13,8 @@ export const exe = {
 };
 
 function built(): boolean {
-  return fs.existsSync(exe.cli) && fs.existsSync(exe.cni) && fs.existsSync(path.join(windowsDist, 'fs-native-extensions.node'));
+  return fs.existsSync(exe.cli) && fs.existsSync(exe.cni) && fs.existsSync(path.join(windowsDist, 'fs-native-extensions.node'))
+    && fs.existsSync(path.join(windowsDist, 'koffi.node'));
 }
 
 /** True when the Windows executables can run here; otherwise the test is failed (CI) or skipped, saying why. */
