@@ -500,8 +500,9 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   /** Why this peer cannot run here, or null. */
   private refusal(p: PeerState): string | null {
     const sec = p.cfg.security;
-    if (sec.problem) return sec.problem;
-    return wantsSocketOptions(sec) ? this.sockoptRefusal : null;
+    // The OS first: on Windows the password file does not matter, the option does not exist.
+    if (wantsSocketOptions(sec) && this.sockoptRefusal) return this.sockoptRefusal;
+    return sec.problem;
   }
 
   // ---- local routes -------------------------------------------------------------------------------------------
