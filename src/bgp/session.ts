@@ -61,6 +61,11 @@ export interface SessionConfig {
   routerId: number;
   /** Source address for our connections. */
   localAddress?: string;
+  /**
+   * Makes the unconnected socket we connect from (TCP-MD5/GTSM options set before connect(); src/bgp/peer-security.ts).
+   * Absent: a plain one. A throw fails the attempt (ConnectRetry tries again) with its message as lastError.
+   */
+  openSocket?: () => net.Socket;
   families: AddressFamily[];
   /** Our graceful restart capability; null = not advertised. */
   gracefulRestart: { restartTime: number; restarting: boolean; forwarding: boolean } | null;
@@ -346,8 +351,16 @@ export class Session extends EventEmitter<SessionEvents> {
     if (this.socket) this.dropSocket(this.socket, false);
     const family = net.isIP(this.cfg.peerAddress);
     const local = this.cfg.localAddress && net.isIP(this.cfg.localAddress) === family ? this.cfg.localAddress : undefined;
-    const s = net.connect({ host: this.cfg.peerAddress, port: this.cfg.peerPort, localAddress: local });
+    let s: net.Socket;
+    try {
+      s = this.cfg.openSocket ? this.cfg.openSocket() : new net.Socket();
+    } catch (e) {
+      this.lastError = `TCP: ${(e as Error).message}`;
+      this.dispatch({ type: 'TcpConnectionFails', reason: this.lastError });
+      return;
+    }
     this.attach(s, false);
+    s.connect({ host: this.cfg.peerAddress, port: this.cfg.peerPort, localAddress: local });
     s.once('connect', () => {
       if (this.socket !== s) return;
       this.noteAddresses(s);

@@ -17,6 +17,8 @@ import {
 import type { DownInfo } from './fsm.ts';
 import { MaxPrefixGuard, normMaxPrefixes, type MaxPrefixesConfig, type MaxPrefixLimits, type MaxPrefixStatus } from './maxprefix.ts';
 import { PeerErrors, type PeerErrorCounts } from './peer-errors.ts';
+import { PeerSockets, peerSecurity, wantsSocketOptions, type PasswordSource, type PeerSecurity } from './peer-security.ts';
+import { hostSocketOptions, type SocketOptionsHost } from '../platform/sockopt.ts';
 import { compilePrefixList, sameRules, type PrefixFilter, type PrefixRule } from './policy.ts';
 import { clusterLoop, reflectedAttrs, reflects } from './reflect.ts';
 import {
@@ -61,6 +63,10 @@ export interface SpeakerPeerConfig {
   export?: PrefixRule[];
   /** Maximum prefixes held from the peer, for each family or per family (src/bgp/maxprefix.ts). Absent = no limit. */
   maxPrefixes?: MaxPrefixesConfig;
+  /** TCP-MD5 (RFC 2385): where the password is; read when the peer is (re)configured, never logged or shown. */
+  password?: PasswordSource;
+  /** GTSM (RFC 5082): the peer is at most this many hops away; we send at TTL 255 and accept only >= 256 - hops. */
+  ttlSecurity?: number;
 
   // ---- tuning (not in the config file; defaults suit production) ----
   /** Source address of our connections. Default: the listen address when it is a specific one, else the OS's. */
@@ -124,6 +130,8 @@ export interface SpeakerOptions {
   restarted?: boolean;
   /** Clock for PeerStatus.since/uptime, ms since the epoch. Default Date.now. */
   now?: () => number;
+  /** TCP-MD5/GTSM socket options (src/platform/sockopt.ts). Default: this OS's (Windows refuses such peers). */
+  socketOptions?: SocketOptionsHost;
 }
 
 // ---- status -------------------------------------------------------------------------------------------------
@@ -177,6 +185,14 @@ export interface PeerStatus {
   maxPrefixes: MaxPrefixStatus | null;
   /** Errors since the speaker started, kept across sessions: kind -> detail -> count (src/bgp/peer-errors.ts). */
   errorCounts: PeerErrorCounts;
+  /** The peer has a TCP-MD5 password (never the password itself). */
+  md5?: boolean;
+  /** GTSM hops, null when off. */
+  ttlSecurity?: number | null;
+  /** Why the peer is not started (TCP-MD5/GTSM unavailable here, password unreadable), or null. */
+  refused?: string | null;
+  /** Consecutive TCP connection attempts that did not connect (reset when one does). */
+  connectAttempts?: number;
 }
 
 export interface StopOptions {
@@ -230,6 +246,8 @@ interface NormPeer {
   nextHopSelf: boolean;
   maxPrefixes: MaxPrefixLimits | null;
   rrClient: boolean;
+  /** TCP-MD5 key and GTSM hops (src/bgp/peer-security.ts); the key serialises as a fingerprint only. */
+  security: PeerSecurity;
 }
 
 type QueueItem =
@@ -267,6 +285,8 @@ class PeerState {
   lastStatusKey = '';
   maxPrefix: MaxPrefixGuard | null;
   readonly errors = new PeerErrors();
+  /** Why the peer is not started, or null (src/bgp/peer-security.ts). */
+  refused: string | null = null;
 
   constructor(public cfg: NormPeer, restarting: boolean) {
     this.importFilter = compilePrefixList(cfg.importRules);
@@ -310,6 +330,9 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   private flushQueued = false;
   private staticRoutes = new Set<string>();
   private readonly sessions = new Set<Session>();
+  private readonly sockets: PeerSockets;
+  /** Why peers with a password or ttlSecurity cannot run here (null: they can, or none has asked yet). */
+  private sockoptRefusal: string | null = null;
 
   constructor(cfg: SpeakerConfig, opts: SpeakerOptions = {}) {
     super();
@@ -320,6 +343,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     this.restarted = opts.restarted === true;
     this.cfg = cfg;
     this.routerId = ipv4ToU32(cfg.routerId);
+    this.sockets = new PeerSockets(opts.socketOptions ?? hostSocketOptions());
     for (const p of cfg.peers) {
       const n = this.normPeer(p);
       if (this.peerMap.has(n.key)) throw new Error(`peer ${n.address} configured twice`);
@@ -337,6 +361,8 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     this.running = true;
     this.unsubscribe = this.rib.subscribe((batch) => this.onRibChanges(batch));
     if (this.cfg.listen) await this.listen(this.cfg.listen);
+    await this.prepareSockets([...this.peerMap.values()].map((p) => p.cfg));
+    this.syncListenerKeys();
     for (const p of this.peerMap.values()) this.startPeer(p);
   }
 
@@ -382,6 +408,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       if (next.has(n.key)) throw new Error(`peer ${n.address} configured twice`);
       next.set(n.key, n);
     }
+    await this.prepareSockets(next.values());
     const newRouterId = ipv4ToU32(cfg.routerId);
     const everything = cfg.asn !== old.asn || newRouterId !== this.routerId;
     this.cfg = cfg;
@@ -445,7 +472,37 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       this.peerMap.set(key, p);
       if (this.running) this.startPeer(p);
     }
+    if (this.running) this.syncListenerKeys();
     this.setStatic(cfg.announce ?? []);
+  }
+
+  // ---- TCP-MD5 and GTSM (src/bgp/peer-security.ts) -------------------------------------------------------------
+
+  /** Load the native socket options when a peer needs them; remember why they cannot be had. */
+  private async prepareSockets(peers: Iterable<NormPeer>): Promise<void> {
+    if ([...peers].some((n) => wantsSocketOptions(n.security))) this.sockoptRefusal = await this.sockets.prepare();
+  }
+
+  /** Put the peers' keys on the listener (a peer whose key cannot be set is refused). */
+  private syncListenerKeys(): void {
+    const peers = [...this.peerMap.values()].filter((p) => !p.refused && !this.refusal(p));
+    const errors = this.sockets.syncListener(this.server, peers.map((p) => ({ address: p.cfg.address, ip: p.cfg.ip, sec: p.cfg.security })));
+    for (const [address, why] of errors) {
+      const p = this.peerMap.get(address);
+      if (!p) continue;
+      this.log.error(`peer ${address}: refused: ${why}`);
+      this.stopPeer(p, CeaseSubcode.OTHER_CONFIG_CHANGE);
+      p.refused = why;
+      this.emitStatus(p);
+    }
+  }
+
+  /** Why this peer cannot run here, or null. */
+  private refusal(p: PeerState): string | null {
+    const sec = p.cfg.security;
+    // The OS first: on Windows the password file does not matter, the option does not exist.
+    if (wantsSocketOptions(sec) && this.sockoptRefusal) return this.sockoptRefusal;
+    return sec.problem;
   }
 
   // ---- local routes -------------------------------------------------------------------------------------------
@@ -499,7 +556,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       type: p.cfg.asn === this.cfg.asn ? 'ibgp' : 'ebgp',
       state: s?.state ?? 'Idle',
       since: s ? s.stateSince : this.now(),
-      lastError: s?.lastError ?? null,
+      lastError: p.refused ?? s?.lastError ?? silentDrop(p, s) ?? null,
       uptime: s?.establishedAt != null ? Math.floor((this.now() - s.establishedAt) / 1000) : 0,
       routerId: s?.remoteOpen ? u32ToIPv4(s.remoteOpen.bgpId) : null,
       localAddress: onWire ? s.localAddress : null,
@@ -525,6 +582,10 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       errorCounts: p.errors.snapshot(),
       restartTime: p.cfg.gr?.restartTime ?? null,
       routeReflectorClient: p.cfg.rrClient,
+      md5: p.cfg.security.md5Key !== null,
+      ttlSecurity: p.cfg.security.ttlSecurity,
+      refused: p.refused,
+      connectAttempts: s?.fsm.connectAttempts ?? 0,
     };
   }
 
@@ -559,6 +620,12 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     } catch (e) {
       throw new Error(`peer ${address}: ${(e as Error).message}`);
     }
+    let security: PeerSecurity;
+    try {
+      security = peerSecurity(p);
+    } catch (e) {
+      throw new Error(`peer ${address}: ${(e as Error).message}`);
+    }
     const listenAddr = cfg.listen && cfg.listen.address !== '0.0.0.0' && cfg.listen.address !== '::' ? cfg.listen.address : undefined;
     return {
       key: address,
@@ -581,6 +648,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       nextHop: { ...p.nextHop },
       nextHopSelf: p.nextHopSelf === true,
       maxPrefixes,
+      security,
     };
   }
 
@@ -597,6 +665,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       localAs: this.cfg.asn,
       routerId: this.routerId,
       localAddress: c.localAddress,
+      openSocket: wantsSocketOptions(c.security) ? () => this.sockets.openConnecting(c.ip, c.address, c.security) : undefined,
       families: c.families,
       // F bit always: the routes we announce are the node's own, and forwarding to them survives our restart.
       gracefulRestart: c.gr ? { restartTime: c.gr.restartTime, restarting: p.restarting, forwarding: true } : null,
@@ -631,6 +700,13 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
 
   private startPeer(p: PeerState): void {
     p.type = p.cfg.asn === this.cfg.asn ? 'ibgp' : 'ebgp';
+    p.refused = this.refusal(p);
+    if (p.refused) {
+      // Never a session that silently cannot come up: the reason is the peer's state in /peers and in the log.
+      this.log.error(`peer ${p.cfg.address}: not started: ${p.refused}`);
+      this.emitStatus(p);
+      return;
+    }
     p.session = this.newSession(p, false);
     p.session.start(p.cfg.passive);
     this.emitStatus(p);
@@ -707,7 +783,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     const s = p?.session;
     if (!p || !s || !this.running) {
       // RFC 4486: a connection we will not use gets Cease/Connection Rejected.
-      this.log.info(`connection from ${remote} rejected: ${p ? 'peer not running' : 'not a configured peer'}`);
+      this.log.info(`connection from ${remote} rejected: ${p ? (p.refused ? `peer refused (${p.refused})` : 'peer not running') : 'not a configured peer'}`);
       rejectSocket(sock);
       return;
     }
@@ -715,6 +791,15 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     if (st === 'Idle') {
       if (!s.fsm.enabled || s.fsm.damped || !s.fsm.isRunning('IdleHold')) {
         this.log.info(`connection from ${remote} rejected: peer is ${s.fsm.damped ? 'damped' : 'stopped'}`);
+        rejectSocket(sock);
+        return;
+      }
+    }
+    if (wantsSocketOptions(p.cfg.security)) {
+      try {
+        this.sockets.onAccepted(sock, p.cfg.ip, p.cfg.security);
+      } catch (e) {
+        this.log.error(`connection from ${remote} rejected: ${(e as Error).message}`);
         rejectSocket(sock);
         return;
       }
@@ -1157,6 +1242,15 @@ function sameListen(a: SpeakerConfig['listen'], b: SpeakerConfig['listen']): boo
 }
 
 /** Settings that need a new session when they change (everything but the policies). */
+/**
+ * What a peer with TCP-MD5 stuck before TCP comes up most likely means: a SYN with a wrong or missing signature
+ * is dropped without an answer (RFC 2385 2.0), so no error ever arrives to show.
+ */
+function silentDrop(p: PeerState, s: Session | null): string | undefined {
+  if (!p.cfg.security.md5Key || !s || (s.state !== 'Connect' && s.state !== 'Active') || s.fsm.connectAttempts === 0) return undefined;
+  return `no TCP connection after ${s.fsm.connectAttempts} attempt(s): with TCP-MD5, a wrong or missing password on either side drops the SYN without an answer`;
+}
+
 function sameSession(a: NormPeer, b: NormPeer): boolean {
   const strip = (n: NormPeer) => ({ ...n, ip: undefined, importRules: undefined, exportRules: undefined });
   return JSON.stringify(strip(a)) === JSON.stringify(strip(b));

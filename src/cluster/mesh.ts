@@ -79,6 +79,8 @@ export function selectorPeers(self: ClusterNode, nodes: Iterable<ClusterNode>, s
         if (sp.import) p.import = sp.import;
         if (sp.export) p.export = sp.export;
         if (sp.nextHopSelf) p.nextHopSelf = true;
+        if (sp.password) p.password = sp.password;
+        if (sp.ttlSecurity !== undefined) p.ttlSecurity = sp.ttlSecurity;
         if (self.routeReflectorClusterID && n.routeReflectorClusterID !== self.routeReflectorClusterID) p.routeReflectorClient = true;
         out.push(p);
       }

@@ -9,6 +9,7 @@ import { maxLen, parseIP, parsePrefix, formatPrefix } from '../net/ip.ts';
 import { parseSelector } from '../ipam/selector.ts';
 import { suggest } from './check.ts';
 import { CALICO_FIELDS } from './calico-fields.ts';
+import { calicoPeerSecurity } from './calico-peer-security.ts';
 import type { NodeBgpConfig, PeerConfig, PoolConfig, PrefixRule, SelectorPeerConfig } from './types.ts';
 
 /** A BGPPeer with a peerSelector: peers with the registered nodes it matches (resolved by the cluster). */
@@ -399,6 +400,8 @@ function importPeer(
     if (localAs === undefined) return ctx.fail('localASNumber', `must be 1..4294967295, got ${JSON.stringify(spec.localASNumber)}`);
     localAsChecks.push({ localAs, ctx });
   }
+  const security = calicoPeerSecurity(spec);
+  if ('field' in security) return ctx.fail(security.field, security.message);
   if (spec.peerSelector !== undefined) {
     if (spec.peerIP !== undefined) return ctx.fail('peerSelector', 'give peerIP or peerSelector, not both');
     const sp: SelectorPeer = { name, peerSelector: String(spec.peerSelector), port: 179, holdTime, gracefulRestart: restart };
@@ -410,6 +413,7 @@ function importPeer(
       sp.asn = a;
     }
     if (mode === 'Self') sp.nextHopSelf = true;
+    Object.assign(sp, security);
     out.selectorPeers.push(sp);
     if (filterNames.length) withFilters.push({ peer: sp, names: filterNames, ctx });
     return;
@@ -443,6 +447,7 @@ function importPeer(
     gracefulRestart: restart,
   };
   if (mode === 'Self') peer.nextHopSelf = true;
+  Object.assign(peer, security);
   if (spec.sourceAddress !== 'None') {
     const mine = address.includes(':') ? nodeIPs.ipv6 : nodeIPs.ipv4;
     if (mine) peer.localAddress = mine.split('/')[0];

@@ -7,7 +7,7 @@ import { hostPlatform, type Platform } from '../platform/platform.ts';
 import { posix, win32 } from 'node:path';
 import { checkEtcdSecurity, isEtcdUrl, type EtcdSecurity, type SecretSource } from '../store/etcd-auth.ts';
 import { Checker, isPlainObject, show, type ConfigIssue, type Path } from './check.ts';
-import { HARDENING_PEER_FIELDS, maxPrefixes } from './peer-hardening.ts';
+import { HARDENING_PEER_FIELDS, maxPrefixes, peerSecurityFields, secretSource } from './peer-hardening.ts';
 import { nodeBgpSection } from './node-bgp.ts';
 import { checkHnsAgainst, HNS_FIELDS, hnsDataplane } from './hns.ts';
 import type {
@@ -262,6 +262,7 @@ function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart 
     if (mp === undefined) return undefined;
     p.maxPrefixes = mp;
   }
+  if (!peerSecurityFields(c, path, o, p)) return undefined;
   return p;
 }
 
@@ -420,18 +421,7 @@ function etcdSecurity(c: Checker, path: Path, v: unknown, store: string | undefi
   const cert = file('cert');
   const key = file('key');
   const username = c.opt(o.username, undefined, (x) => c.string([...path, 'username'], x));
-  const password = c.opt(o.password, undefined, (x): SecretSource | undefined => {
-    if (typeof x === 'string') return c.fail([...path, 'password'], 'must not be written in the config: use { file: PATH } or { env: VARIABLE }');
-    const p = c.object([...path, 'password'], x, ['file', 'env']);
-    if (!p) return undefined;
-    if ((p.file === undefined) === (p.env === undefined)) return c.bad([...path, 'password'], 'exactly one of { file: PATH } or { env: VARIABLE }', x);
-    if (p.file !== undefined) {
-      const f = c.string([...path, 'password', 'file'], p.file);
-      return f === undefined ? undefined : { file: f };
-    }
-    const e = c.string([...path, 'password', 'env'], p.env);
-    return e === undefined ? undefined : { env: e };
-  });
+  const password = c.opt(o.password, undefined, (x): SecretSource | undefined => secretSource(c, [...path, 'password'], x));
   const out: EtcdSecurity = {};
   if (ca !== undefined) out.ca = ca;
   if (cert !== undefined) out.cert = cert;

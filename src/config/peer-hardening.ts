@@ -1,9 +1,12 @@
-// Config checks for the peer hardening options (bgp.peers[].maxPrefixes): kept apart from config.ts so that
-// file only lists the fields. The speaker (src/bgp/maxprefix.ts) fills in the defaults.
+// Config checks for the peer hardening options (bgp.peers[].maxPrefixes, password, ttlSecurity): kept apart from
+// config.ts so that file only lists the fields. The speaker (src/bgp/maxprefix.ts, src/bgp/peer-security.ts)
+// fills in the defaults and reads the password.
+import { posix, win32 } from 'node:path';
+import type { SecretSource } from '../store/etcd-auth.ts';
 import type { Checker, Path } from './check.ts';
-import type { MaxPrefixesConfig } from './types.ts';
+import type { MaxPrefixesConfig, PeerConfig } from './types.ts';
 
-export const HARDENING_PEER_FIELDS = ['maxPrefixes'] as const;
+export const HARDENING_PEER_FIELDS = ['maxPrefixes', 'password', 'ttlSecurity'] as const;
 
 const MAX_COUNT = 0xffffffff; // RFC 4486 4: the limit travels as 4 octets
 
@@ -26,4 +29,44 @@ export function maxPrefixes(c: Checker, path: Path, v: unknown): MaxPrefixesConf
   field('warningPercent', 1, 100);
   field('restart', 0, 86400);
   return ok ? out : undefined;
+}
+
+/** A secret by reference: { file: PATH } or { env: VARIABLE }, never the secret itself in the config. */
+export function secretSource(c: Checker, path: Path, x: unknown): SecretSource | undefined {
+  if (typeof x === 'string') return c.fail(path, 'must not be written in the config: use { file: PATH } or { env: VARIABLE }');
+  const p = c.object(path, x, ['file', 'env']);
+  if (!p) return undefined;
+  if ((p.file === undefined) === (p.env === undefined)) return c.bad(path, 'exactly one of { file: PATH } or { env: VARIABLE }', x);
+  if (p.file !== undefined) {
+    const f = c.string([...path, 'file'], p.file);
+    return f === undefined ? undefined : { file: f };
+  }
+  const e = c.string([...path, 'env'], p.env);
+  return e === undefined ? undefined : { env: e };
+}
+
+/**
+ * peers[].password (TCP-MD5, RFC 2385) and peers[].ttlSecurity (GTSM hops, RFC 5082, 1..255) onto `out`.
+ * Returns false when either is wrong (each error names its field).
+ */
+export function peerSecurityFields(c: Checker, path: Path, o: Record<string, unknown>, out: PeerConfig): boolean {
+  let ok = true;
+  if (o.password !== undefined) {
+    const src = secretSource(c, [...path, 'password'], o.password);
+    if (src && 'file' in src && !posix.isAbsolute(src.file) && !win32.isAbsolute(src.file)) {
+      // Relative to what? The daemon's working directory is not the config's.
+      c.bad([...path, 'password', 'file'], 'an absolute path', src.file);
+      ok = false;
+    } else if (src && 'env' in src && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(src.env)) {
+      c.bad([...path, 'password', 'env'], 'an environment variable name', src.env);
+      ok = false;
+    } else if (src) out.password = src;
+    else ok = false;
+  }
+  if (o.ttlSecurity !== undefined) {
+    const hops = c.int([...path, 'ttlSecurity'], o.ttlSecurity, 1, 255);
+    if (hops === undefined) ok = false;
+    else out.ttlSecurity = hops;
+  }
+  return ok;
 }

@@ -1,7 +1,7 @@
 // The config file's shape after validation: user-facing names as in DESIGN.md ("Config file"), every default
 // filled in, addresses and prefixes in canonical text form. Extend these, never rename a field.
 
-import type { EtcdSecurity } from '../store/etcd-auth.ts';
+import type { EtcdSecurity, SecretSource } from '../store/etcd-auth.ts';
 
 export type AddressFamily = 'ipv4' | 'ipv6';
 export type NodeOS = 'linux' | 'windows';
@@ -80,6 +80,10 @@ export interface PeerConfig {
   nextHopSelf?: boolean;
   /** We are a route reflector (bgp.clusterId) and this peer is our client. */
   routeReflectorClient?: boolean;
+  /** TCP-MD5 (RFC 2385) password by reference (Calico BGPPeer password.secretKeyRef maps to a file). */
+  password?: SecretSource;
+  /** GTSM (RFC 5082): the peer is at most this many hops away, 1..255 (Calico BGPPeer ttlSecurity). */
+  ttlSecurity?: number;
 }
 
 /** peers[].maxPrefixes as written: restart in seconds (0 = only on reconfiguration), warningPercent 1..100. */
@@ -125,6 +129,9 @@ export interface SelectorPeerConfig {
   import?: PrefixRule[];
   export?: PrefixRule[];
   nextHopSelf?: boolean;
+  /** TCP-MD5 and GTSM for every peer this selector makes (Calico BGPPeer password / ttlSecurity). */
+  password?: SecretSource;
+  ttlSecurity?: number;
 }
 
 export type ReservationConfig =

@@ -40,13 +40,12 @@ t.test('unknown kinds and misspelled fields refuse the whole file, naming file, 
 
 t.test('warned fields say why; defaults stay quiet', async (t) => {
   const r = importCalico([
-    doc('BGPPeer', '  peerIP: 10.0.0.1\n  asNumber: 65001\n  numAllowedLocalASNumbers: 2\n  ttlSecurity: 0\n  password: { secretKeyRef: { name: s, key: k } }\n'),
+    doc('BGPPeer', '  peerIP: 10.0.0.1\n  asNumber: 65001\n  numAllowedLocalASNumbers: 2\n  ttlSecurity: 0\n'),
     doc('IPAMConfiguration', '  strictAffinity: true\n  kubeVirtVMAddressPersistence: Enabled\n  ipCooldownSeconds: 30\n', 'default'),
     doc('BGPConfiguration', '  logSeverityScreen: Info\n  communities: [{ name: c, value: "64512:100" }]\n', 'default'),
   ].join('---\n'), 'w.yaml', 'n');
   const w = r.warnings.join('\n');
   t.match(w, /numAllowedLocalASNumbers: 2 ignored: allowas-in is not implemented/);
-  t.match(w, /password: .* ignored: TCP-MD5/);
   t.match(w, /kubeVirtVMAddressPersistence: "Enabled" ignored/);
   t.match(w, /communities: .* ignored: communities on export are not implemented yet/);
   t.notMatch(w, /ttlSecurity|logSeverityScreen/, 'default values need no warning');

@@ -113,6 +113,10 @@ export interface NeighborOptions {
   /** the neighbour's TCP port (where this peer connects to), e.g. when our speaker listens elsewhere than 179 */
   port?: number;
   gracefulRestart?: boolean | { restartTime?: number };
+  /** TCP-MD5 password (BIRD `password`, FRR `neighbor X password`) */
+  password?: string;
+  /** GTSM: the neighbour is this many hops away (BIRD `ttl security on` + multihop, FRR `ttl-security hops N`) */
+  ttlSecurity?: number;
 }
 
 export interface Announcement {
@@ -909,6 +913,8 @@ class BirdPeer extends BasePeer {
         `  neighbor ${n.address}${n.port ? ` port ${n.port}` : ''} as ${n.asn};`,
         '  connect delay time 1;', '  connect retry time 2;', '  error wait time 1, 5;', '  error forget time 10;');
       if (n.passive) out.push('  passive on;');
+      if (n.password !== undefined) out.push(`  password "${n.password}";`);
+      if (n.ttlSecurity !== undefined) out.push('  ttl security on;', ...(n.ttlSecurity > 1 ? [`  multihop ${n.ttlSecurity};`] : []));
       if (n.holdTime !== undefined) {
         out.push(`  hold time ${n.holdTime};`);
         if (n.holdTime > 0) out.push(`  keepalive time ${keepaliveFor(n.holdTime)};`);
@@ -1298,6 +1304,8 @@ class FrrPeer extends BasePeer {
       if (n.holdTime !== undefined) out.push(` neighbor ${a} timers ${keepaliveFor(n.holdTime)} ${n.holdTime}`);
       if (n.passive) out.push(` neighbor ${a} passive`);
       if (n.port) out.push(` neighbor ${a} port ${n.port}`);
+      if (n.password !== undefined) out.push(` neighbor ${a} password ${n.password}`);
+      if (n.ttlSecurity !== undefined) out.push(` neighbor ${a} ttl-security hops ${n.ttlSecurity}`);
       if (n.gracefulRestart === false) out.push(` neighbor ${a} graceful-restart-disable`);
     }
     for (const fam of ['ipv4', 'ipv6'] as const) {

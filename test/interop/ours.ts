@@ -30,6 +30,8 @@ export interface OurPeer {
   import?: { prefix: string; ge?: number; le?: number; action?: 'accept' | 'reject' }[];
   export?: { prefix: string; ge?: number; le?: number; action?: 'accept' | 'reject' }[];
   maxPrefixes?: number | { ipv4?: number; ipv6?: number; warningPercent?: number; restart?: number };
+  password?: { file: string } | { env: string };
+  ttlSecurity?: number;
 }
 
 export interface OurConfig {

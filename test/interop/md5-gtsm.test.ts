@@ -1,0 +1,115 @@
+// TCP-MD5 (RFC 2385) and GTSM (RFC 5082) against real BIRD and FRR in the netns lab: the same password gives an
+// Established session with routes both ways, with us connecting (the peer passive) and with the peer connecting
+// (us passive); a wrong password gives no session and /peers says why; GTSM with hops 1 on both sides comes up,
+// GTSM on one side only does not. Needs root, bird2 and frr (REQUIRE_PEERS=1: fails without them).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { createLink, interopGate, startPeer, type NeighborOptions, type PeerKind } from './harness.ts';
+import { startOurs, type OurPeer } from './ours.ts';
+
+const gate = interopGate(t, ['bird', 'frr']);
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), `bs-md5-interop-${process.pid}-`));
+t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+function passwordFile(name: string, text: string): { file: string } {
+  const f = path.join(dir, name);
+  fs.writeFileSync(f, `${text}\n`, { mode: 0o600 });
+  return { file: f };
+}
+
+interface Case {
+  kind: PeerKind;
+  name: string;
+  /** who opens the TCP connection */
+  connector: 'us' | 'peer';
+  theirs: Partial<NeighborOptions>;
+  ours: Partial<OurPeer>;
+}
+
+/** Link, peer and our speaker for one case; resolves once both sides are configured and started. */
+async function lab(t: { teardown(fn: () => unknown): unknown }, c: Case, n: number) {
+  const link = await createLink({ name: c.name, t });
+  const L = link.local;
+  const P = link.peer;
+  const theirRoute = `10.${70 + n}.1.0/24`;
+  const ourRoute = `10.${70 + n}.2.0/24`;
+  const peer = await startPeer(c.kind, link, {
+    asn: 65002,
+    neighbors: [{ address: L.v4, asn: 65001, families: ['ipv4'], holdTime: 9, passive: c.connector === 'us', ...c.theirs }],
+    announce: [theirRoute],
+  });
+  const us = await startOurs(link, {
+    asn: 65001,
+    peers: [{ address: P.v4, asn: 65002, families: ['ipv4'], holdTime: 9, passive: c.connector === 'peer', ...c.ours }],
+    announce: [ourRoute],
+  }, t);
+  return { link, L, P, peer, us, theirRoute, ourRoute };
+}
+
+let n = 0;
+for (const kind of ['bird', 'frr'] as const) {
+  for (const connector of ['us', 'peer'] as const) {
+    const i = ++n;
+    t.test(`TCP-MD5 with ${kind}, ${connector === 'us' ? 'we connect' : `${kind} connects`}: Established, routes both ways`, { skip: gate }, async (t) => {
+      const secret = `s3cret-${kind}-${i}`;
+      const { L, P, peer, us, theirRoute, ourRoute } = await lab(t, {
+        kind, name: `md5${kind[0]}${i}`, connector, theirs: { password: secret }, ours: { password: passwordFile(`pw${i}`, secret) },
+      }, i);
+      const st = await us.waitPeer(P.v4, 'Established', { peers: [peer], timeoutMs: 30_000 }) as unknown as Record<string, unknown>;
+      t.match(st, { md5: true, refused: null });
+      t.equal(st.remotePort === 179, connector === 'us', `the connection is ${connector === 'us' ? 'ours (to port 179)' : 'theirs'}`);
+      t.notMatch(JSON.stringify(await us.peers()), new RegExp(secret), 'the password is not in /peers');
+      t.notMatch(us.logs(100_000), new RegExp(secret), 'nor in our log');
+      await us.waitRoute(theirRoute, { from: P.v4, peers: [peer] });
+      const r = await peer.waitRoute('ipv4', ourRoute, { from: L.v4 });
+      t.ok(r, `${kind} has our route`);
+    });
+  }
+}
+
+for (const kind of ['bird', 'frr'] as const) {
+  const i = ++n;
+  t.test(`TCP-MD5 with ${kind}, wrong password: no session, /peers says why`, { skip: gate }, async (t) => {
+    const { L, P, peer, us } = await lab(t, {
+      kind, name: `md5w${kind[0]}${i}`, connector: 'us', theirs: { password: 'the right one' }, ours: { password: passwordFile(`pw${i}`, 'a wrong one') },
+    }, i);
+    const st = await us.wait(async () => {
+      const p = await us.peer(P.v4) as unknown as { connectAttempts?: number; lastError: string | null; state: string };
+      return (p.connectAttempts ?? 0) >= 2 && p;
+    }, 'two unanswered connection attempts', { peers: [peer], timeoutMs: 60_000 });
+    t.not(st.state, 'Established');
+    t.match(st.lastError, /with TCP-MD5, a wrong or missing password on either side drops the SYN without an answer/);
+    t.not(await peer.state(L.v4), 'Established', `${kind} has no session either`);
+  });
+}
+
+for (const kind of ['bird', 'frr'] as const) {
+  const i = ++n;
+  t.test(`GTSM with ${kind}: hops 1 on both sides, Established`, { skip: gate }, async (t) => {
+    const { L, P, peer, us, theirRoute, ourRoute } = await lab(t, {
+      kind, name: `gtsm${kind[0]}${i}`, connector: 'us', theirs: { ttlSecurity: 1 }, ours: { ttlSecurity: 1 },
+    }, i);
+    const st = await us.waitPeer(P.v4, 'Established', { peers: [peer], timeoutMs: 30_000 }) as unknown as Record<string, unknown>;
+    t.match(st, { ttlSecurity: 1, md5: false });
+    await us.waitRoute(theirRoute, { from: P.v4, peers: [peer] });
+    t.ok(await peer.waitRoute('ipv4', ourRoute, { from: L.v4 }), `${kind} has our route`);
+  });
+}
+
+{
+  const i = ++n;
+  t.test('GTSM on one side only (FRR hops 1, we send at the default TTL): never Established', { skip: gate }, async (t) => {
+    const { L, P, peer, us } = await lab(t, { kind: 'frr', name: `gtsmx${i}`, connector: 'us', theirs: { ttlSecurity: 1 }, ours: {} }, i);
+    // FRR drops what we send below TTL 255: our connection attempts or OPENs go unanswered until they fail.
+    const st = await us.wait(async () => {
+      const p = await us.peer(P.v4) as unknown as { connectAttempts?: number; lastError: string | null; state: string; flaps: number };
+      return ((p.connectAttempts ?? 0) >= 2 || p.lastError !== null) && p;
+    }, 'an attempt failed', { peers: [peer], timeoutMs: 60_000 });
+    t.not(st.state, 'Established');
+    t.equal(st.flaps, 0, 'never was Established');
+    t.not(await peer.state(L.v4), 'Established');
+  });
+}
+
