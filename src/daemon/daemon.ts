@@ -399,6 +399,7 @@ export class Daemon {
       dp, host: this.cfg.node.name, ipam: this.ipam, executor, fake, log: this.log, worker,
       // Overlay: nodes publish their PA and DR MAC in the IPAM store, in its layout (Calico's Node resource there).
       vtep: this.ipam ? { store: this.ipam.store, layout: vtepLayoutFor(this.cfg.ipam?.layout) } : undefined,
+      platform, // dataplane.cni: the conflist goes through its atomic replace
       onPass: (r) => {
         if (r.ok) {
           this.readiness.dataplane = true;

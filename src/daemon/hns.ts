@@ -17,6 +17,9 @@ import type { WorkerStats } from '../hns/worker.ts';
 import { type OverlayMissing, mergeOverlay, overlayRoutes } from '../hns/overlay.ts';
 import { type VtepLayout, checkFacts, listVteps, publishVtep } from '../cluster/vtep.ts';
 import type { Store, Watcher } from '../store/types.ts';
+import type { Platform } from '../platform/platform.ts';
+import type { Pool } from '../ipam/types.ts';
+import { type ConflistStatus, writeConflist } from './conflist.ts';
 
 export interface HnsDataplaneOptions {
   dp: HnsDataplaneConfig;
@@ -33,6 +36,8 @@ export interface HnsDataplaneOptions {
   intervalMs?: number;
   /** Overlay: where nodes publish their provider address and DR MAC (the IPAM store, in its layout). */
   vtep?: { store: Store; layout: VtepLayout };
+  /** With dp.cni: the platform whose atomic replace writes the conflist. */
+  platform?: Platform;
 }
 
 /** Handles of the node's own (gateway, parked edge addresses): never a pod's, never released here. */
@@ -60,6 +65,9 @@ export class HnsDataplane {
   private overlay: { published: string | null; problem: string | null; missing: OverlayMissing[]; remoteNodes: number } =
     { published: null, problem: null, missing: [], remoteNodes: 0 };
   private watchers: Watcher[] = [];
+  /** dataplane.cni: the last conflist write, and the pools it was made from. */
+  private conflist: ConflistStatus | null = null;
+  private conflistPools: string | null = null;
 
   constructor(private readonly o: HnsDataplaneOptions) {
     this.network = o.dp.network ?? HNS_DEFAULT_NETWORK;
@@ -183,11 +191,32 @@ export class HnsDataplane {
     this.lastActual = actual;
     const view = this.o.ipam ? await readIpamView(this.o.ipam, this.o.host, !!this.o.dp.singleNetwork) : null;
     this.lastView = view;
+    if (view) this.syncConflist(view.storePools);
     let held = view?.held;
     if (view) held = await this.releaseOrphans(view, actual);
     // Blocks of pools the model cannot serve (view.problems) are left out: listed at /dataplane, never thrown on.
     const localBlocks = (view?.pools ?? []).flatMap((a) => a.blocks);
     return buildDesired({ config: this.hnsConfig(view), localBlocks, remoteRoutes: await this.remoteRoutes(view), heldIPs: held });
+  }
+
+  /**
+   * dataplane.cni: (re)write the conflist at the first pass and whenever the pools change (a pool added with
+   * calicoctl belongs in the NAT exception list); the file itself is replaced only when its text differs.
+   */
+  private syncConflist(pools: readonly Pool[]): void {
+    const cni = this.o.dp.cni;
+    if (!cni || !this.o.platform) return;
+    const sig = JSON.stringify(pools.map((p) => [p.cidr, p.natOutgoing, p.disabled, p.allowedUses]).sort());
+    if (sig === this.conflistPools && this.conflist?.outcome !== 'failed') return;
+    this.conflistPools = sig;
+    this.conflist = writeConflist(this.o.platform, cni, this.network, pools, this.now());
+    if (this.conflist.outcome === 'failed') this.o.log.error({ path: this.conflist.path, err: this.conflist.error }, 'cni: cannot write the network config list');
+    else this.o.log.info({ path: this.conflist.path, outcome: this.conflist.outcome }, 'cni: network config list in place');
+  }
+
+  /** The conflist write, for status and tests. */
+  conflistStatus(): ConflistStatus | null {
+    return this.conflist;
   }
 
   /** l2bridge/l2tunnel: the RIB's routes. Overlay: other nodes' blocks via their published facts, then the RIB's. */
@@ -253,6 +282,7 @@ export class HnsDataplane {
       worker: this.workerStats(),
       addressing: this.lastView?.pools ?? [],
       addressingProblems: this.lastView?.problems ?? [],
+      ...(this.o.dp.cni ? { cni: this.conflist } : {}),
       ...(this.o.dp.mode === 'overlay' ? {
         overlay: {
           published: this.overlay.published,
