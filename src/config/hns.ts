@@ -5,11 +5,12 @@ import {
   HNS_FIRST_BLOCK_RESERVED, HNS_MODES, HNS_ROUTE_METRIC_MAX, HNS_ROUTE_METRIC_MIN, HNS_VNI_MAX, HNS_VNI_MIN,
 } from '../hns/limits.ts';
 import { type Checker, type Path, show } from './check.ts';
+import { hnsCniSection } from './hns-cni.ts';
 import type { Config, HnsDataplaneConfig, PoolConfig } from './types.ts';
 
 export const HNS_FIELDS = [
   'kind', 'network', 'mode', 'vni', 'adapter', 'interfaceAlias', 'drMac', 'providerAddress', 'module', 'ownedPrefixes',
-  'singleNetwork', 'routeMetric', 'endpointGraceSeconds',
+  'singleNetwork', 'routeMetric', 'endpointGraceSeconds', 'cni',
 ] as const;
 
 const MAC = /^[0-9A-Fa-f]{2}([-:])[0-9A-Fa-f]{2}(\1[0-9A-Fa-f]{2}){4}$/;
@@ -59,6 +60,7 @@ export function hnsDataplane(c: Checker, P: Path, o: Record<string, unknown>): H
   const singleNetwork = field('singleNetwork', (p, x) => c.bool(p, x));
   const routeMetric = field('routeMetric', (p, x) => c.int(p, x, HNS_ROUTE_METRIC_MIN, HNS_ROUTE_METRIC_MAX));
   const endpointGraceSeconds = field('endpointGraceSeconds', (p, x) => c.int(p, x, 0, 86400));
+  const cni = field('cni', (p, x) => hnsCniSection(c, p, x, mode));
 
   if (mode === 'overlay') {
     if (o.vni === undefined) ok = c.fail([...P, 'vni'], `required for mode overlay (${HNS_VNI_MIN}..${HNS_VNI_MAX})`) ?? false;
@@ -81,6 +83,7 @@ export function hnsDataplane(c: Checker, P: Path, o: Record<string, unknown>): H
   if (singleNetwork !== undefined) d.singleNetwork = singleNetwork;
   if (routeMetric !== undefined) d.routeMetric = routeMetric;
   if (endpointGraceSeconds !== undefined) d.endpointGraceSeconds = endpointGraceSeconds;
+  if (cni !== undefined) d.cni = cni;
   return d;
 }
 

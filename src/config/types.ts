@@ -208,6 +208,21 @@ export interface HnsDataplaneConfig {
   routeMetric?: number;
   /** Seconds an IPAM handle may hold an address with no HNS endpoint before it is released. Default 600; 0: never. */
   endpointGraceSeconds?: number;
+  /** Write the containerd CNI network config list at start (src/config/hns-cni.ts). */
+  cni?: HnsCniConfig;
+}
+
+/** dataplane.cni (kind hns): where and what conflist the daemon writes at start. */
+export interface HnsCniConfig {
+  confDir: string;
+  /** Default 10-blockspeaker.conflist. */
+  fileName: string;
+  flavor: 'win-bridge' | 'win-overlay';
+  serviceCidr: string;
+  nodeSubnet: string;
+  nodeIP?: string;
+  dnsServers?: string[];
+  dnsSearch?: string[];
 }
 
 export interface StatusConfig {

@@ -19,6 +19,7 @@ import type { HnsExecutor } from '../hns/model.ts';
 import { PowerShellExecutor, processRunner } from '../hns/powershell.ts';
 import { findWorkerScript, powershellWorker, type ScriptWorker } from '../hns/worker.ts';
 import { HnsDataplane } from './hns.ts';
+import { vtepLayoutFor } from '../cluster/vtep.ts';
 import { Ipam } from '../ipam/ipam.ts';
 import type { BlockInfo, Pool } from '../ipam/types.ts';
 import { ipamHandlers } from '../ipc/ipam.ts';
@@ -397,6 +398,9 @@ export class Daemon {
     }
     const hns = new HnsDataplane({
       dp, host: this.cfg.node.name, ipam: this.ipam, executor, fake, log: this.log, worker,
+      // Overlay: nodes publish their PA and DR MAC in the IPAM store, in its layout (Calico's Node resource there).
+      vtep: this.ipam ? { store: this.ipam.store, layout: vtepLayoutFor(this.cfg.ipam?.layout) } : undefined,
+      platform, // dataplane.cni: the conflist goes through its atomic replace
       onPass: (r) => {
         if (r.ok) {
           this.readiness.dataplane = true;

@@ -7,13 +7,19 @@ import type { HnsDataplaneConfig } from '../config/types.ts';
 import type { Ipam } from '../ipam/ipam.ts';
 import type { Family } from '../net/ip.ts';
 import type { Rib } from '../rib/rib.ts';
-import { type DesiredState, type HnsConfig, RemoteRouteTable, buildDesired, isHostEndpointName } from '../hns/desired.ts';
+import { type DesiredState, type HnsConfig, type RemoteRoute, RemoteRouteTable, buildDesired, isHostEndpointName } from '../hns/desired.ts';
 import type { FakeHns } from '../hns/fake.ts';
 import { readIpamView, type IpamView } from '../hns/ipam-view.ts';
 import { HNS_DEFAULT_NETWORK } from '../hns/limits.ts';
 import { type HnsExecutor, type HnsSnapshot, endpointAddresses } from '../hns/model.ts';
 import { HnsReconciler, type PassRecord } from '../hns/reconcile.ts';
 import type { WorkerStats } from '../hns/worker.ts';
+import { type OverlayMissing, mergeOverlay, overlayRoutes } from '../hns/overlay.ts';
+import { type VtepLayout, checkFacts, listVteps, publishVtep } from '../cluster/vtep.ts';
+import type { Store, Watcher } from '../store/types.ts';
+import type { Platform } from '../platform/platform.ts';
+import type { Pool } from '../ipam/types.ts';
+import { type ConflistStatus, writeConflist } from './conflist.ts';
 
 export interface HnsDataplaneOptions {
   dp: HnsDataplaneConfig;
@@ -28,6 +34,10 @@ export interface HnsDataplaneOptions {
   worker?: { stats(): WorkerStats; close(): void };
   /** Reconciler timing (tests). */
   intervalMs?: number;
+  /** Overlay: where nodes publish their provider address and DR MAC (the IPAM store, in its layout). */
+  vtep?: { store: Store; layout: VtepLayout };
+  /** With dp.cni: the platform whose atomic replace writes the conflist. */
+  platform?: Platform;
 }
 
 /** Handles of the node's own (gateway, parked edge addresses): never a pod's, never released here. */
@@ -51,6 +61,13 @@ export class HnsDataplane {
   private lastView: IpamView | null = null;
   private unfollow: (() => void) | null = null;
   private readonly now: () => number;
+  /** Overlay: what this node published, other nodes' blocks left unrouted, and the store watches. */
+  private overlay: { published: string | null; problem: string | null; missing: OverlayMissing[]; remoteNodes: number } =
+    { published: null, problem: null, missing: [], remoteNodes: 0 };
+  private watchers: Watcher[] = [];
+  /** dataplane.cni: the last conflist write, and the pools it was made from. */
+  private conflist: ConflistStatus | null = null;
+  private conflistPools: string | null = null;
 
   constructor(private readonly o: HnsDataplaneOptions) {
     this.network = o.dp.network ?? HNS_DEFAULT_NETWORK;
@@ -75,9 +92,42 @@ export class HnsDataplane {
 
   start(): void {
     this.reconciler.start();
+    if (this.o.dp.mode === 'overlay' && this.o.vtep) void this.startOverlay(this.o.vtep);
+  }
+
+  /**
+   * Overlay: publish this node's facts (once; a restart publishes again, a write only when they changed) and re-plan
+   * whenever a block or another node's facts change in the store.
+   */
+  private async startOverlay(v: { store: Store; layout: VtepLayout }): Promise<void> {
+    const dp = this.o.dp;
+    try {
+      const facts = checkFacts(dp.providerAddress, dp.drMac);
+      const r = await publishVtep(v.store, v.layout, this.o.host, facts);
+      this.overlay.published = `${facts.providerAddress} ${facts.drMac} (${v.layout.key(this.o.host)})`;
+      if (r.warning) {
+        this.overlay.problem = r.warning;
+        this.o.log.warn({}, r.warning);
+      }
+      this.o.log.info({ ...facts, written: r.written }, 'hns overlay: provider address and DR MAC published');
+    } catch (e) {
+      this.overlay.problem = `this node's overlay facts are not published, so other nodes cannot reach its pods: ${(e as Error).message}`;
+      this.o.log.warn({}, this.overlay.problem);
+    }
+    try {
+      const rev = await v.store.revision();
+      const poke = () => this.reconciler.notify();
+      const prefixes = new Set([v.layout.prefix, this.o.ipam?.ds.keys.blocks].filter((x): x is string => !!x));
+      for (const p of prefixes) this.watchers.push(v.store.watch(p, rev, poke, (err) => this.o.log.warn({ err: err.message }, 'hns overlay: store watch stopped; the periodic pass still re-plans')));
+    } catch (e) {
+      this.o.log.warn({ err: (e as Error).message }, 'hns overlay: cannot watch the store; the periodic pass still re-plans');
+    }
+    this.reconciler.notify();
   }
 
   stop(): void {
+    for (const w of this.watchers) w.close();
+    this.watchers = [];
     this.unfollow?.();
     this.unfollow = null;
     this.reconciler.stop();
@@ -141,11 +191,46 @@ export class HnsDataplane {
     this.lastActual = actual;
     const view = this.o.ipam ? await readIpamView(this.o.ipam, this.o.host, !!this.o.dp.singleNetwork) : null;
     this.lastView = view;
+    if (view) this.syncConflist(view.storePools);
     let held = view?.held;
     if (view) held = await this.releaseOrphans(view, actual);
     // Blocks of pools the model cannot serve (view.problems) are left out: listed at /dataplane, never thrown on.
     const localBlocks = (view?.pools ?? []).flatMap((a) => a.blocks);
-    return buildDesired({ config: this.hnsConfig(view), localBlocks, remoteRoutes: this.remote.values(), heldIPs: held });
+    return buildDesired({ config: this.hnsConfig(view), localBlocks, remoteRoutes: await this.remoteRoutes(view), heldIPs: held });
+  }
+
+  /**
+   * dataplane.cni: (re)write the conflist at the first pass and whenever the pools change (a pool added with
+   * calicoctl belongs in the NAT exception list); the file itself is replaced only when its text differs.
+   */
+  private syncConflist(pools: readonly Pool[]): void {
+    const cni = this.o.dp.cni;
+    if (!cni || !this.o.platform) return;
+    const sig = JSON.stringify(pools.map((p) => [p.cidr, p.natOutgoing, p.disabled, p.allowedUses]).sort());
+    if (sig === this.conflistPools && this.conflist?.outcome !== 'failed') return;
+    this.conflistPools = sig;
+    this.conflist = writeConflist(this.o.platform, cni, this.network, pools, this.now());
+    if (this.conflist.outcome === 'failed') this.o.log.error({ path: this.conflist.path, err: this.conflist.error }, 'cni: cannot write the network config list');
+    else this.o.log.info({ path: this.conflist.path, outcome: this.conflist.outcome }, 'cni: network config list in place');
+  }
+
+  /** The conflist write, for status and tests. */
+  conflistStatus(): ConflistStatus | null {
+    return this.conflist;
+  }
+
+  /** l2bridge/l2tunnel: the RIB's routes. Overlay: other nodes' blocks via their published facts, then the RIB's. */
+  private async remoteRoutes(view: IpamView | null): Promise<Iterable<RemoteRoute>> {
+    if (this.o.dp.mode !== 'overlay' || !this.o.vtep || !view) return this.remote.values();
+    const facts = await listVteps(this.o.vtep.store, this.o.vtep.layout);
+    const store = overlayRoutes(view.remoteBlocks, facts, this.o.host);
+    const before = JSON.stringify(this.overlay.missing);
+    this.overlay.missing = store.missing;
+    this.overlay.remoteNodes = new Set(view.remoteBlocks.map((b) => b.host)).size;
+    if (store.missing.length > 0 && JSON.stringify(store.missing) !== before) {
+      this.o.log.warn({ missing: store.missing }, 'hns overlay: nodes with blocks but no published provider address / DR MAC get no route');
+    }
+    return mergeOverlay(store, view.remoteBlocks, this.o.host, this.remote.values());
   }
 
   /**
@@ -197,6 +282,16 @@ export class HnsDataplane {
       worker: this.workerStats(),
       addressing: this.lastView?.pools ?? [],
       addressingProblems: this.lastView?.problems ?? [],
+      ...(this.o.dp.cni ? { cni: this.conflist } : {}),
+      ...(this.o.dp.mode === 'overlay' ? {
+        overlay: {
+          published: this.overlay.published,
+          problem: this.overlay.problem,
+          remoteNodes: this.overlay.remoteNodes,
+          // Warnings: these nodes' blocks have no RemoteSubnetRoute until they publish their facts.
+          unrouted: this.overlay.missing,
+        },
+      } : {}),
       endpoints: {
         leakedRemoved: this.leakedRemoved,
         lastLeaked: this.lastLeaked,

@@ -83,6 +83,8 @@ export interface LocalBlock {
 export interface RemoteRoute {
   prefix: string | Prefix;
   nextHop: string | IP | null;
+  /** Overlay: the remote node's own DR MAC (published in the datastore); absent: the configured drMac. */
+  drMac?: string;
 }
 
 export interface DesiredInputs {
@@ -300,7 +302,7 @@ export function buildDesired(input: DesiredInputs): DesiredState {
   // Remote routes: only inside owned ranges, never over our own blocks, never via ourselves.
   const ignored: { prefix: string; reason: string }[] = [];
   const ownPa = c.providerAddress !== undefined ? configIP(c.providerAddress, 'providerAddress') : undefined;
-  const remotes = new Map<string, { p: ParsedPrefix; nh: IP }>();
+  const remotes = new Map<string, { p: ParsedPrefix; nh: IP; mac?: string }>();
   const blockPrefixes = blocks.map((b) => b.p.prefix);
   const ownPaText = ownPa ? formatIP(ownPa) : undefined;
   for (const r of input.remoteRoutes) {
@@ -312,10 +314,11 @@ export function buildDesired(input: DesiredInputs): DesiredState {
     else if (!insideAny(p.prefix, owned)) reason = 'outside the pools and owned prefixes';
     else if (overlapsSorted(blockPrefixes, p.prefix)) reason = 'overlaps a local block';
     else if (ownPaText !== undefined && ownPaText === formatIP(nh)) reason = 'via this node';
+    else if (r.drMac !== undefined && normalizeMac(r.drMac) === null) reason = `DR MAC ${JSON.stringify(r.drMac)} is not a MAC address`;
     else if (c.mode !== 'overlay' && nh.family !== p.prefix.family) reason = `next hop ${nh} is not IPv${p.prefix.family}`;
     else if (nh.w0 === 0 && nh.w1 === 0 && nh.w2 === 0 && nh.w3 === 0) reason = 'unspecified next hop';
     if (reason !== null) ignored.push({ prefix: p.key, reason });
-    else remotes.set(p.key, { p, nh: nh! });
+    else remotes.set(p.key, { p, nh: nh!, mac: r.drMac === undefined ? undefined : normalizeMac(r.drMac)! });
   }
   const remoteList = [...remotes.values()].sort((a, b) => comparePrefix(a.p.prefix, b.p.prefix));
 
@@ -337,9 +340,10 @@ export function buildDesired(input: DesiredInputs): DesiredState {
     heldIPs: input.heldIPs,
   };
   if (c.mode === 'overlay') {
-    const mac = normalizeMac(c.drMac)!;
-    for (const { p, nh } of remoteList) {
+    const ownMac = normalizeMac(c.drMac)!;
+    for (const { p, nh, mac: theirs } of remoteList) {
       const pa = formatIP(nh);
+      const mac = theirs ?? ownMac;
       state.remoteSubnetRoutes.push({
         ...p,
         settings: { DestinationPrefix: p.key, IsolationId: c.vni!, ProviderAddress: pa, DistributedRouterMacAddress: mac },
@@ -374,7 +378,7 @@ function strictIP(text: string, prefix: string): IP {
 }
 
 /** Whether `p` overlaps any of `sorted` (disjoint, in comparePrefix order): only the neighbours of its slot can. */
-function overlapsSorted(sorted: readonly Prefix[], p: Prefix): boolean {
+export function overlapsSorted(sorted: readonly Prefix[], p: Prefix): boolean {
   let lo = 0;
   let hi = sorted.length;
   while (lo < hi) {

@@ -16,11 +16,19 @@ export interface IpamView extends AddressingResult {
   storePools: Pool[];
   /** This node's blocks, by pool. */
   blocksByPool: Map<string, string[]>;
+  /** Blocks affine to other nodes (the overlay's remote blocks), with their node. */
+  remoteBlocks: { cidr: string; host: string }[];
 }
 
 export async function readIpamView(ipam: Ipam, host: string, singleNetwork: boolean): Promise<IpamView> {
   const pools = await ipam.listPools();
-  const records = (await ipam.ds.blocks()).map((r) => r.value).filter((b) => affineHost(b) === host);
+  const all = (await ipam.ds.blocks()).map((r) => r.value);
+  const records = all.filter((b) => affineHost(b) === host);
+  const remoteBlocks: { cidr: string; host: string }[] = [];
+  for (const b of all) {
+    const h = affineHost(b);
+    if (h !== null && h !== host) remoteBlocks.push({ cidr: b.cidr, host: h });
+  }
   const held = new Set<string>();
   const handles = new Map<string, string[]>();
   const blocksByPool = new Map<string, string[]>();
@@ -41,5 +49,5 @@ export async function readIpamView(ipam: Ipam, host: string, singleNetwork: bool
     list.push(b.cidr);
   }
   const addressing = hnsAddressing(pools, records, singleNetwork);
-  return { ...addressing, held, handles, storePools: pools, blocksByPool };
+  return { ...addressing, held, handles, storePools: pools, blocksByPool, remoteBlocks };
 }
