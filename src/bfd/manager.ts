@@ -23,6 +23,8 @@ export interface BfdPeerConfig {
   minRx: number;
   minTx: number;
   multiplier: number;
+  /** our source address (default: the kernel's choice for the peer) */
+  localAddress?: string;
 }
 
 export interface BfdPeerStatus extends BfdSessionStatus {
@@ -180,7 +182,7 @@ export class BfdManager extends EventEmitter<{ down: [address: string, reason: s
   }
 
   /** A socket on a free source port in 49152-65535 (RFC 5881 4), TTL 255 (RFC 5881 5). */
-  private async sender(f: 4 | 6): Promise<{ sock: dgram.Socket; port: number }> {
+  private async sender(f: 4 | 6, address?: string): Promise<{ sock: dgram.Socket; port: number }> {
     const span = SRC_PORT_MAX - SRC_PORT_MIN + 1;
     let lastErr: Error | null = null;
     for (let i = 0; i < 64; i++) {
@@ -189,7 +191,7 @@ export class BfdManager extends EventEmitter<{ down: [address: string, reason: s
       try {
         await new Promise<void>((resolve, reject) => {
           sock.once('error', reject);
-          sock.bind({ port, exclusive: true }, () => {
+          sock.bind({ port, address, exclusive: true }, () => {
             sock.off('error', reject);
             resolve();
           });
@@ -214,7 +216,7 @@ export class BfdManager extends EventEmitter<{ down: [address: string, reason: s
 
   private async add(key: string, cfg: BfdPeerConfig): Promise<void> {
     const family = parseIP(key).family;
-    const { sock, port } = await this.sender(family);
+    const { sock, port } = await this.sender(family, cfg.localAddress);
     const discr = this.newDiscriminator();
     const e: Entry = {
       cfg, key, family, sock, port, timer: null, downs: 0, lastDown: null, packetsIn: 0, packetsOut: 0, discarded: 0,

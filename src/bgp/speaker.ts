@@ -25,6 +25,7 @@ import {
 
 // ---- configuration ----------------------------------------------------------------------------------------------
 
+import type { BfdPeerStatus, BfdSource } from '../bfd/manager.ts';
 export type { AddressFamily, NegotiatedCapabilities } from './session.ts';
 /**
  * One prefix-list rule: matches prefixes inside `prefix` whose length is in ge..le (both absent: exactly the
@@ -124,6 +125,8 @@ export interface SpeakerOptions {
   restarted?: boolean;
   /** Clock for PeerStatus.since/uptime, ms since the epoch. Default Date.now. */
   now?: () => number;
+  /** BFD sessions (src/bfd/): a failure of a peer's session tears its BGP session down; status in /peers. */
+  bfd?: BfdSource;
 }
 
 // ---- status -------------------------------------------------------------------------------------------------
@@ -177,6 +180,8 @@ export interface PeerStatus {
   maxPrefixes: MaxPrefixStatus | null;
   /** Errors since the speaker started, kept across sessions: kind -> detail -> count (src/bgp/peer-errors.ts). */
   errorCounts: PeerErrorCounts;
+  /** The BFD session with this peer; null when it has none. */
+  bfd?: BfdPeerStatus | null;
 }
 
 export interface StopOptions {
@@ -327,6 +332,26 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     }
     this.rib.addSource(LOCAL_SOURCE, this.localPeerInfo());
     this.setStatic(cfg.announce ?? []);
+    this.bfd = opts.bfd ?? null;
+    this.bfd?.onDown((address, reason) => this.onBfdDown(address, reason));
+  }
+
+  private readonly bfd: BfdSource | null;
+
+  /**
+   * BFD says the path to the peer failed (RFC 5882 4.2): close its session now instead of waiting for the hold
+   * timer, with Cease as BIRD does; the FSM reconnects when the path is back. Counted as error kind bfd-down.
+   */
+  private onBfdDown(address: string, reason: string): void {
+    const p = this.peerMap.get(peerSourceName(address));
+    if (!p || !this.running) return;
+    for (const s of [p.session, p.incoming]) {
+      if (!s || (s.state !== 'OpenSent' && s.state !== 'OpenConfirm' && s.state !== 'Established')) continue;
+      this.log.warn(`peer ${p.cfg.address}: ${reason}: closing the ${s.state} session`);
+      p.errors.add('bfd-down', s.state);
+      s.dispatch({ type: 'AutomaticStop', notification: { code: ErrorCode.CEASE, subcode: 0 } });
+      s.lastError = reason;
+    }
   }
 
   // ---- lifecycle ----------------------------------------------------------------------------------------------
@@ -525,6 +550,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       errorCounts: p.errors.snapshot(),
       restartTime: p.cfg.gr?.restartTime ?? null,
       routeReflectorClient: p.cfg.rrClient,
+      bfd: this.bfd?.status(p.cfg.address) ?? null,
     };
   }
 

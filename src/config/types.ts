@@ -80,6 +80,15 @@ export interface PeerConfig {
   nextHopSelf?: boolean;
   /** We are a route reflector (bgp.clusterId) and this peer is our client. */
   routeReflectorClient?: boolean;
+  /** BFD (RFC 5880/5881) with this peer; absent = none (src/bfd/). */
+  bfd?: BfdConfig;
+}
+
+/** peers[].bfd after validation: intervals in ms (src/config/bfd.ts has the defaults). */
+export interface BfdConfig {
+  minRx: number;
+  minTx: number;
+  multiplier: number;
 }
 
 /** peers[].maxPrefixes as written: restart in seconds (0 = only on reconfiguration), warningPercent 1..100. */
