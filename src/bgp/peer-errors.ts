@@ -4,7 +4,9 @@
 import { ATTR_NAMES } from './codec/index.ts';
 import type { AttrProblem } from './codec/index.ts';
 
-export type PeerErrorKind = 'treat-as-withdraw' | 'attribute-discard' | 'notification-sent' | 'notification-received' | 'max-prefix';
+export type PeerErrorKind = 'treat-as-withdraw' | 'attribute-discard' | 'notification-sent' | 'notification-received' | 'max-prefix'
+  /** BFD declared the path down and closed the session; detail: the BGP state it was in */
+  | 'bfd-down';
 
 /** kind -> detail -> count; detail is an attribute name, "code/subcode", or a family. */
 export type PeerErrorCounts = Partial<Record<PeerErrorKind, Record<string, number>>>;

@@ -27,6 +27,7 @@ import {
 
 // ---- configuration ----------------------------------------------------------------------------------------------
 
+import type { BfdPeerStatus, BfdSource } from '../bfd/manager.ts';
 export type { AddressFamily, NegotiatedCapabilities } from './session.ts';
 /**
  * One prefix-list rule: matches prefixes inside `prefix` whose length is in ge..le (both absent: exactly the
@@ -132,6 +133,8 @@ export interface SpeakerOptions {
   now?: () => number;
   /** TCP-MD5/GTSM socket options (src/platform/sockopt.ts). Default: this OS's (Windows refuses such peers). */
   socketOptions?: SocketOptionsHost;
+  /** BFD sessions (src/bfd/): a failure of a peer's session tears its BGP session down; status in /peers. */
+  bfd?: BfdSource;
 }
 
 // ---- status -------------------------------------------------------------------------------------------------
@@ -193,6 +196,8 @@ export interface PeerStatus {
   refused?: string | null;
   /** Consecutive TCP connection attempts that did not connect (reset when one does). */
   connectAttempts?: number;
+  /** The BFD session with this peer; null when it has none. */
+  bfd?: BfdPeerStatus | null;
 }
 
 export interface StopOptions {
@@ -351,6 +356,26 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     }
     this.rib.addSource(LOCAL_SOURCE, this.localPeerInfo());
     this.setStatic(cfg.announce ?? []);
+    this.bfd = opts.bfd ?? null;
+    this.bfd?.onDown((address, reason) => this.onBfdDown(address, reason));
+  }
+
+  private readonly bfd: BfdSource | null;
+
+  /**
+   * BFD says the path to the peer failed (RFC 5882 4.2): close its session now instead of waiting for the hold
+   * timer, with Cease as BIRD does; the FSM reconnects when the path is back. Counted as error kind bfd-down.
+   */
+  private onBfdDown(address: string, reason: string): void {
+    const p = this.peerMap.get(peerSourceName(address));
+    if (!p || !this.running) return;
+    for (const s of [p.session, p.incoming]) {
+      if (!s || (s.state !== 'OpenSent' && s.state !== 'OpenConfirm' && s.state !== 'Established')) continue;
+      this.log.warn(`peer ${p.cfg.address}: ${reason}: closing the ${s.state} session`);
+      p.errors.add('bfd-down', s.state);
+      s.dispatch({ type: 'AutomaticStop', notification: { code: ErrorCode.CEASE, subcode: 0 } });
+      s.lastError = reason;
+    }
   }
 
   // ---- lifecycle ----------------------------------------------------------------------------------------------
@@ -586,6 +611,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       ttlSecurity: p.cfg.security.ttlSecurity,
       refused: p.refused,
       connectAttempts: s?.fsm.connectAttempts ?? 0,
+      bfd: this.bfd?.status(p.cfg.address) ?? null,
     };
   }
 

@@ -8,6 +8,7 @@ import { posix, win32 } from 'node:path';
 import { checkEtcdSecurity, isEtcdUrl, type EtcdSecurity, type SecretSource } from '../store/etcd-auth.ts';
 import { Checker, isPlainObject, show, type ConfigIssue, type Path } from './check.ts';
 import { HARDENING_PEER_FIELDS, maxPrefixes, peerSecurityFields, secretSource } from './peer-hardening.ts';
+import { bfdField } from './bfd.ts';
 import { nodeBgpSection } from './node-bgp.ts';
 import { checkHnsAgainst, HNS_FIELDS, hnsDataplane } from './hns.ts';
 import type {
@@ -223,7 +224,7 @@ function prefixRule(c: Checker, path: Path, v: unknown): PrefixRule | undefined 
   return r;
 }
 
-const PEER_FIELDS = ['address', 'asn', 'port', 'families', 'holdTime', 'passive', 'gracefulRestart', 'import', 'export', ...HARDENING_PEER_FIELDS] as const;
+const PEER_FIELDS = ['address', 'asn', 'port', 'families', 'holdTime', 'passive', 'gracefulRestart', 'import', 'export', ...HARDENING_PEER_FIELDS, 'bfd'] as const;
 
 function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart | false): PeerConfig | undefined {
   const o = c.object(path, v, PEER_FIELDS, ['address', 'asn']);
@@ -263,6 +264,11 @@ function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart 
     p.maxPrefixes = mp;
   }
   if (!peerSecurityFields(c, path, o, p)) return undefined;
+  if (o.bfd !== undefined) {
+    const bfd = bfdField(c, [...path, 'bfd'], o.bfd);
+    if (bfd === undefined) return undefined;
+    if (bfd) p.bfd = bfd;
+  }
   return p;
 }
 

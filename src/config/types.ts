@@ -84,6 +84,15 @@ export interface PeerConfig {
   password?: SecretSource;
   /** GTSM (RFC 5082): the peer is at most this many hops away, 1..255 (Calico BGPPeer ttlSecurity). */
   ttlSecurity?: number;
+  /** BFD (RFC 5880/5881) with this peer; absent = none (src/bfd/). */
+  bfd?: BfdConfig;
+}
+
+/** peers[].bfd after validation: intervals in ms (src/config/bfd.ts has the defaults). */
+export interface BfdConfig {
+  minRx: number;
+  minTx: number;
+  multiplier: number;
 }
 
 /** peers[].maxPrefixes as written: restart in seconds (0 = only on reconfiguration), warningPercent 1..100. */

@@ -43,6 +43,7 @@ import { IpamAnnouncer } from './announcer.ts';
 import { lazyMetrics, type MetricsSource } from './metrics.ts';
 import { overview, type Overview } from './overview.ts';
 import { ClusterPeers } from './cluster.ts';
+import { bfdPeers, newBfdManager } from './bfd.ts';
 import { calicoNodeLayout } from '../cluster/node.ts';
 
 export interface DaemonOptions {
@@ -157,6 +158,9 @@ export class Daemon {
   private follow: (rib: Rib | null) => void = () => undefined;
   private linux: { reconciler: LinuxReconciler; remote: RemoteRoutes } | null = null;
   private hns: HnsDataplane | null = null;
+  /** BFD sessions of the peers that ask for them (src/daemon/bfd.ts); sockets only when there are some. */
+  private bfdManager: ReturnType<typeof newBfdManager> | null = null;
+  private get bfd() { return (this.bfdManager ??= newBfdManager(this.log)); }
   private dataplaneErrors = 0;
   private dataplaneLastSuccess: number | null = null;
   private readonly readiness = { store: false, speaker: false, dataplane: false };
@@ -206,6 +210,7 @@ export class Daemon {
     if (cfg.ipam) await this.startIpam();
     this.readiness.store = true;
     if (cfg.bgp) {
+      await this.bfd.configure(bfdPeers(cfg));
       this.speaker = this.newSpeaker(cfg.bgp, !!this.opts.restarted);
       await this.speaker.start();
       this.log.info({ asn: cfg.bgp.asn, routerId: cfg.bgp.routerId, listen: this.speaker.listening(), peers: cfg.bgp.peers.length,
@@ -295,7 +300,7 @@ export class Daemon {
 
   private newSpeaker(bgp: NonNullable<Config['bgp']>, restarted: boolean): Speaker {
     const clusterId = this.cfg.node.bgp?.routeReflectorClusterID;
-    const s = new Speaker(clusterId ? { ...bgp, clusterId } : bgp, { logger: speakerLogger(this.log.child({ component: 'bgp' })), restarted });
+    const s = new Speaker(clusterId ? { ...bgp, clusterId } : bgp, { logger: speakerLogger(this.log.child({ component: 'bgp' })), restarted, bfd: this.bfd });
     s.on('peer', (p: PeerStatus) => {
       if (this.peerStates.get(p.address) === p.state) return;
       this.peerStates.set(p.address, p.state);
@@ -569,6 +574,7 @@ export class Daemon {
         await this.ensurePools(this.ipam, ic.pools);
         await this.ipam.setHost({ name: next.node.name, os: next.node.os, labels: next.node.labels });
       }
+      await this.bfd.configure(bfdPeers(next));
       if (this.speaker && next.bgp && this.cluster) await this.cluster.reconfigure(next);
       else if (this.speaker && next.bgp) await this.speaker.reconfigure(next.bgp);
       else if (this.speaker && !next.bgp) {
@@ -634,6 +640,8 @@ export class Daemon {
     });
     // Installed routes stay: pods keep forwarding while we are down (and peers keep ours under graceful restart).
     await step('speaker', () => this.speaker?.stop({ graceful: !opts.restart }));
+    // AdminDown to every BFD peer, also on a restart: RFC 5882 3.2, so they keep graceful-restart state.
+    await step('bfd', () => this.bfdManager?.close());
     await step('store', () => this.store?.close());
   }
 }

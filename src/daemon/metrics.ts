@@ -4,6 +4,7 @@
 import type { PeerStatus } from '../bgp/speaker.ts';
 import type { Registry } from 'prom-client';
 import { registerBgpHardeningMetrics } from './bgp-metrics.ts';
+import { registerBfdMetrics } from './bfd-metrics.ts';
 
 export interface MetricsSource {
   peers(): PeerStatus[];
@@ -60,6 +61,7 @@ export async function buildMetrics(src: MetricsSource): Promise<Registry> {
         }
       } });
     registerBgpHardeningMetrics(prom, reg, peers);
+    registerBfdMetrics(prom, reg, peers);
     new Gauge({ name: 'blockspeaker_rib_routes', help: 'Routes in the Loc-RIB', registers: [reg],
       collect() {
         this.set(src.ribSize());
