@@ -22,6 +22,8 @@ export interface StatusSource {
   now?: () => number;
   /** Service IP ranges announced from this node (Calico BGPConfiguration), shown in /status. */
   services?: () => unknown;
+  /** Calico's etcd resources (layout calico): what is applied, and which IPAM settings are in force; in /status. */
+  calico?: () => unknown;
 }
 
 export interface Reply {
@@ -60,6 +62,7 @@ export class StatusServer {
           node: src.node().name,
           os: src.node().os,
           ...(src.services ? { services: src.services() } : {}),
+          ...(src.calico?.() ? { calico: src.calico() } : {}),
           asn: bgp?.asn ?? null,
           routerId: bgp?.routerId ?? null,
           version: src.version,
