@@ -71,6 +71,8 @@ export class CalicoWatch {
       this.deps.warn(m);
     };
     applyCalicoImport({ ...imp, warnings: [] }, 'etcd', { pools: [], ipam: sink, getNode: () => node, node: (n) => (node = n), bgp }, warn);
+    // Our own AS is node.yaml's (the warning above says so), but mesh nodes without one run the cluster's, as in Calico.
+    if (bgp && imp.asn !== undefined) bgp.clusterAsn = imp.asn;
     if (!bgp && (imp.peers.length || imp.asn !== undefined)) warn('etcd: BGPPeers/BGPConfiguration ignored: the config has no bgp section (it needs at least a routerId)');
     return { ...base, node, bgp };
   }

@@ -48,7 +48,7 @@ status: { listen: "127.0.0.1:${statusPort}" }
   });
   const get = async (path: string) => (await fetch(`http://127.0.0.1:${statusPort}${path}`)).json();
   const peers = async (): Promise<Peer[]> => get('/peers');
-  const until = <T>(what: string, fn: () => Promise<T | undefined | false>) => waitFor(what, fn, 30_000, 100).catch((e) => {
+  const until = <T>(what: string, fn: () => Promise<T | undefined | false>) => waitFor(what, fn, 90_000, 100).catch((e) => {
     throw new Error(`${(e as Error).message}\n${stderr.slice(-2000)}`);
   });
 
@@ -87,8 +87,11 @@ status: { listen: "127.0.0.1:${statusPort}" }
   await store.put(`${V3}bgpconfigurations/default`, res('BGPConfiguration', 'default', { asNumber: 64999, nodeToNodeMeshEnabled: false }));
   await until('mesh off', async () => (await get('/cluster')).mesh === false && !(await peers()).some((p) => p.address === '10.0.0.11'));
   t.ok(((await get('/warnings')) as string[]).some((w) => w.includes('etcd: BGPConfiguration asNumber 64999 differs from bgp.asn 64512; bgp.asn is used')));
-  await store.put(`${V3}bgpconfigurations/default`, res('BGPConfiguration', 'default', { nodeToNodeMeshEnabled: true }));
+  // The mesh back on: nodes without their own AS (the fixture's) run the cluster's, as calico-node reads it.
+  await store.put(`${V3}bgpconfigurations/default`, res('BGPConfiguration', 'default', { asNumber: 64999, nodeToNodeMeshEnabled: true }));
   await until('mesh on', async () => (await get('/cluster')).mesh === true && (await peers()).some((p) => p.address === '10.0.0.11'));
+  t.equal((await peers()).find((p) => p.address === '10.0.0.11')?.asn, 64999, 'mesh peer in the cluster AS');
+  t.equal((await get('/status')).asn, 64512, 'our own AS is node.yaml\'s');
 
   // IPPools: added, changed, a bad one refused, removed.
   await store.put(`${V3}ippools/extra`, res('IPPool', 'extra', { cidr: '10.250.0.0/24', blockSize: 28, ipipMode: 'Never', vxlanMode: 'Never' }));
