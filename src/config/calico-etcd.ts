@@ -5,9 +5,10 @@
 // A resource that does not decode, or that the importer refuses, is reported once per revision with its key and
 // field; its last good version stays in force (a fresh key that never decoded is simply absent). A BGPPeer naming
 // a BGPFilter that does not exist (any more) is left out, with a warning, rather than applied unfiltered.
+import { CALICO_V3_ROOT } from '../calico/v3.ts';
 import { importCalico, type CalicoImport } from './calico.ts';
 
-export const CALICO_V3 = '/calico/resources/v3/projectcalico.org/';
+export const CALICO_V3 = CALICO_V3_ROOT;
 
 /** The kinds the daemon watches, by the plural etcd keys them under. Nodes belong to the cluster registry. */
 export const WATCHED_KINDS: Readonly<Record<string, string>> = {

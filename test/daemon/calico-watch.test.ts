@@ -28,6 +28,12 @@ t.test('daemon follows Calico resources in etcd', async (t) => {
   t.teardown(() => store.close());
   for (const kv of calicoCluster(true)) await store.put(kv.key, kv.value);
   await store.put(`${V3}bgppeers/tor-a`, res('BGPPeer', 'tor-a', { peerIP: '192.0.2.1', asNumber: 65001 }));
+  // Our own Node as calico-node / kube-controllers left it: fields we do not own must survive our registration.
+  const ownNode = { kind: 'Node', apiVersion: 'projectcalico.org/v3',
+    metadata: { name: 'linux-d', uid: 'uid-linux-d', creationTimestamp: '2026-11-25T09:00:00Z', annotations: { note: 'kept' }, labels: { 'kubernetes.io/os': 'linux' } },
+    spec: { bgp: { ipv4Address: '10.0.0.14/24', ipv4IPIPTunnelAddr: '10.244.9.1' }, ipv4VXLANTunnelAddr: '10.244.9.0', orchRefs: [{ nodeName: 'linux-d', orchestrator: 'k8s' }] },
+    status: { podCIDRs: ['10.244.9.0/26'] } };
+  await store.put(`${V3}nodes/linux-d`, JSON.stringify(ownNode));
   const dir = mkdtempSync(join(tmpdir(), 'bs-calico-watch-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const statusPort = await freePort('127.0.0.1');
@@ -57,6 +63,9 @@ status: { listen: "127.0.0.1:${statusPort}" }
   const first = await peers();
   t.ok(first.some((p) => p.address === '192.0.2.9'), 'node.yaml peer');
   t.ok(first.some((p) => p.address === '10.0.0.11'), 'mesh peer (linux-a)');
+  const rewritten = JSON.parse((await store.get(`${V3}nodes/linux-d`))!.value);
+  t.same(rewritten, { ...ownNode, spec: { ...ownNode.spec, bgp: { ...ownNode.spec.bgp, asNumber: 64512 } } },
+    'our Node rewritten at registration: every field another writer put there kept, only asNumber added');
   t.match((await get('/status')).calico, { resources: { applied: 2, refused: 0 }, ipamConfig: { inForce: '/calico/ipam/v2/config' } });
 
   // Added: a second BGPPeer.
