@@ -18,7 +18,8 @@ export interface IpamView extends AddressingResult {
   blocksByPool: Map<string, string[]>;
 }
 
-export async function readIpamView(ipam: Ipam, host: string, singleNetwork: boolean): Promise<IpamView> {
+/** `keep`: the gateways HNS holds now (addressing.ts keeps their blocks first). */
+export async function readIpamView(ipam: Ipam, host: string, singleNetwork: boolean, keep?: ReadonlySet<string>): Promise<IpamView> {
   const pools = await ipam.listPools();
   const records = (await ipam.ds.blocks()).map((r) => r.value).filter((b) => affineHost(b) === host);
   const held = new Set<string>();
@@ -40,6 +41,6 @@ export async function readIpamView(ipam: Ipam, host: string, singleNetwork: bool
     if (!list) blocksByPool.set(b.pool, (list = []));
     list.push(b.cidr);
   }
-  const addressing = hnsAddressing(pools, records, singleNetwork);
+  const addressing = hnsAddressing(pools, records, singleNetwork, keep);
   return { ...addressing, held, handles, storePools: pools, blocksByPool };
 }
