@@ -3,6 +3,7 @@
 // (/calico/resources/v3/projectcalico.org/nodes/<name>). A NodeLayout is all the registry needs to know of either,
 // so a store in Calico's layout is wired by handing the registry `calicoNodeLayout`.
 import { formatIP, parseIP } from '../net/ip.ts';
+import { CALICO_NODES, parseAsNumber, readCalicoNode, writeCalicoNode } from '../calico/v3.ts';
 
 export interface ClusterNode {
   name: string;
@@ -105,57 +106,38 @@ export const ourNodeLayout: NodeLayout = {
 };
 
 // ---- Calico's Node resource -----------------------------------------------------------------------------------
+// Read and written by src/calico/v3.ts (shared with IPAM's hosts); here only the BGP identity is checked.
 
-const CALICO_ROOT = '/calico/resources/v3/projectcalico.org/nodes/';
+export { parseAsNumber };
 
-/** Calico's ASNumber accepts a number, a decimal string, or asdot "HI.LO". */
-export function parseAsNumber(v: unknown): number | undefined {
-  if (typeof v === 'string' && /^\d+\.\d+$/.test(v)) {
-    const [hi, lo] = v.split('.').map(Number);
-    return hi <= 65535 && lo <= 65535 && hi * 65536 + lo > 0 ? hi * 65536 + lo : undefined;
-  }
-  const n = typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v;
-  return Number.isInteger(n) && (n as number) >= 1 && (n as number) <= 4294967295 ? (n as number) : undefined;
-}
-
-/** The Node resource as calico-node writes it (fields we do not own are left out, not invented). */
+/** The Node resource as calico-node writes it, over `existing`: fields other writers put there are kept. */
 export function toCalicoNode(n: ClusterNode, existing?: Record<string, unknown>): Record<string, unknown> {
-  const bgp: Record<string, unknown> = {};
-  if (n.asNumber !== undefined) bgp.asNumber = n.asNumber;
-  if (n.ipv4Address) bgp.ipv4Address = n.ipv4Address;
-  if (n.ipv6Address) bgp.ipv6Address = n.ipv6Address;
-  if (n.routeReflectorClusterID) bgp.routeReflectorClusterID = n.routeReflectorClusterID;
-  const prevMeta = (existing?.metadata ?? {}) as Record<string, unknown>;
-  const prevSpec = (existing?.spec ?? {}) as Record<string, unknown>;
-  // Keep what others wrote (uid, creationTimestamp, VXLAN/Wireguard/addresses) and replace only our fields.
-  return {
-    kind: 'Node',
-    apiVersion: 'projectcalico.org/v3',
-    metadata: { ...prevMeta, name: n.name, labels: { ...n.labels } },
-    spec: { ...prevSpec, bgp },
-  };
+  return writeCalicoNode({ name: n.name, labels: n.labels, bgp: { asNumber: n.asNumber, ipv4Address: n.ipv4Address, ipv6Address: n.ipv6Address,
+    routeReflectorClusterID: n.routeReflectorClusterID } }, existing);
 }
 
-export function fromCalicoNode(obj: unknown, where: string): ClusterNode {
-  const o = (obj ?? {}) as Record<string, any>;
-  if (o.kind !== undefined && o.kind !== 'Node') throw new ClusterError(`${where}: kind ${JSON.stringify(o.kind)}, expected Node`);
-  const name = o.metadata?.name;
-  const bgp = o.spec?.bgp ?? {};
-  const n: ClusterNode = { name, labels: o.metadata?.labels ?? {} };
-  if (bgp.ipv4Address) n.ipv4Address = bgp.ipv4Address;
-  if (bgp.ipv6Address) n.ipv6Address = bgp.ipv6Address;
-  if (bgp.asNumber !== undefined) {
-    const as = parseAsNumber(bgp.asNumber);
-    if (as === undefined) throw new ClusterError(`${where}: spec.bgp.asNumber: 1..4294967295 or HI.LO, got ${JSON.stringify(bgp.asNumber)}`);
+export function fromCalicoNode(obj: unknown, where: string, keyName?: string): ClusterNode {
+  let c;
+  try {
+    c = readCalicoNode(obj, where, keyName);
+  } catch (e) {
+    throw new ClusterError((e as Error).message);
+  }
+  const n: ClusterNode = { name: c.name, labels: c.labels };
+  if (c.bgp.ipv4Address) n.ipv4Address = c.bgp.ipv4Address;
+  if (c.bgp.ipv6Address) n.ipv6Address = c.bgp.ipv6Address;
+  if (c.bgp.asNumber !== undefined) {
+    const as = parseAsNumber(c.bgp.asNumber);
+    if (as === undefined) throw new ClusterError(`${where}: spec.bgp.asNumber: 1..4294967295 or HI.LO, got ${JSON.stringify(c.bgp.asNumber)}`);
     n.asNumber = as;
   }
-  if (bgp.routeReflectorClusterID) n.routeReflectorClusterID = bgp.routeReflectorClusterID;
+  if (c.bgp.routeReflectorClusterID) n.routeReflectorClusterID = c.bgp.routeReflectorClusterID;
   return checkNode(n, where);
 }
 
 export const calicoNodeLayout: NodeLayout = {
-  prefix: CALICO_ROOT,
-  key: (name) => `${CALICO_ROOT}${name}`,
+  prefix: CALICO_NODES,
+  key: (name) => `${CALICO_NODES}${name}`,
   encode(n, previous) {
     let prev: Record<string, unknown> | undefined;
     try {
@@ -166,10 +148,8 @@ export const calicoNodeLayout: NodeLayout = {
     return JSON.stringify(toCalicoNode(n, prev));
   },
   decode(key, value) {
-    const name = key.slice(CALICO_ROOT.length);
+    const name = key.slice(CALICO_NODES.length);
     if (name === '' || name.includes('/')) return null;
-    const n = fromCalicoNode(parseJson(key, value), key);
-    if (n.name !== name) throw new ClusterError(`${key}: metadata.name ${JSON.stringify(n.name)} differs from the key`);
-    return n;
+    return fromCalicoNode(parseJson(key, value), key, name);
   },
 };

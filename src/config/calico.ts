@@ -4,7 +4,7 @@
 // refused, per src/config/calico-fields.ts; an unknown kind or field (a typo such as natOutgoin) is refused. Any
 // error refuses the whole file: each one names the file, document, object, field and line.
 import { LineCounter, parseAllDocuments, type Document } from 'yaml';
-import { parseAsNumber } from '../cluster/node.ts';
+import { parseAsNumber } from '../calico/v3.ts';
 import { maxLen, parseIP, parsePrefix, formatPrefix } from '../net/ip.ts';
 import { parseSelector } from '../ipam/selector.ts';
 import { suggest } from './check.ts';

@@ -116,6 +116,11 @@ export interface BgpConfig {
   clusterId?: string;
   /** Service IP ranges (Calico BGPConfiguration); also in `announce`, so every node announces them. */
   serviceIPs?: ServiceIPs;
+  /**
+   * The cluster's AS (BGPConfiguration default asNumber, from Calico's etcd): the AS of mesh nodes whose Node sets
+   * none, as calico-node reads it. Unset: bgp.asn.
+   */
+  clusterAsn?: number;
 }
 
 export interface ServiceIPs {

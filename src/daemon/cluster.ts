@@ -108,7 +108,7 @@ export class ClusterPeers {
     const self = this.self;
     if (!bgp || !self) return;
     const nodes = this.registry.current;
-    const settings = { defaultAsn: bgp.asn, port: bgp.listen ? bgp.listen.port : 179, holdTime: 90, gracefulRestart: bgp.gracefulRestart };
+    const settings = { defaultAsn: bgp.clusterAsn ?? bgp.asn, port: bgp.listen ? bgp.listen.port : 179, holdTime: 90, gracefulRestart: bgp.gracefulRestart };
     const mesh = [
       ...(this.mesh ? meshPeers(self, nodes.values(), settings) : []),
       ...selectorPeers(self, nodes.values(), bgp.selectorPeers ?? [], settings),

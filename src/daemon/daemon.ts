@@ -45,6 +45,7 @@ import { overview, type Overview } from './overview.ts';
 import { ClusterPeers } from './cluster.ts';
 import { bfdPeers, newBfdManager } from './bfd.ts';
 import { calicoNodeLayout } from '../cluster/node.ts';
+import { CalicoWatch } from './calico-watch.ts';
 
 export interface DaemonOptions {
   /** The config file (re-read on reload). */
@@ -138,6 +139,10 @@ export class Daemon {
   ipam: Ipam | null = null;
   /** Calico layout: releases deleted Nodes' affinities, and their addresses after a grace period. */
   private nodeCleanup: NodeCleanup | undefined;
+  /** Calico layout: BGPPeer/BGPConfiguration/BGPFilter/IPPool/IPAMConfiguration watched in etcd. */
+  private calicoWatch: CalicoWatch | null = null;
+  /** The config file (with its manifests) before etcd's resources are merged into it. */
+  private fileCfg: Config;
   announcer: IpamAnnouncer | null = null;
   /** Node registry and mesh peers (whenever there is a store). */
   cluster: ClusterPeers | null = null;
@@ -170,6 +175,7 @@ export class Daemon {
     this.log = opts.log;
     this.startedAt = opts.startedAt ?? Date.now();
     this.cfg = mergeCalico(opts.config, opts.file, (m) => this.warn(m));
+    this.fileCfg = this.cfg;
     this.status = new StatusServer({
       version: opts.version,
       startedAt: this.startedAt,
@@ -179,7 +185,9 @@ export class Daemon {
       rib: () => this.speaker?.rib ?? null,
       services: () => this.cfg.bgp?.serviceIPs ?? null,
       control: () => (this.ipc ? { endpoint: this.ipc.endpoint, access: this.ipc.access } : null),
+      calico: () => this.calicoWatch?.status() ?? null,
     });
+    this.status.route('/calico', () => ({ body: this.calicoWatch?.detail() ?? null }));
     this.status.route('/ipam/pools', async () => ({ body: await this.poolUsage() }));
     this.status.route('/ipam/blocks', async (url) => ({ body: await this.blockUsage(url.searchParams.get('host') ?? undefined) }));
     this.status.route('/ipam/config', async () => ({ body: this.ipam ? await ipamConfigStatus(this.ipam.store, this.ipam.ds.layout) : null }));
@@ -203,11 +211,12 @@ export class Daemon {
   // ---- lifecycle ------------------------------------------------------------------------------------------------
 
   async start(): Promise<void> {
-    const cfg = this.cfg;
+    let cfg = this.cfg;
     // A control path that is taken (a live daemon, a pipe name another process owns) fails the start before
     // anything is written to the store or said to a peer.
     if (cfg.ipc) await checkIpcPath(cfg.ipc.path, this.opts.platform);
     if (cfg.ipam) await this.startIpam();
+    if (cfg.ipam?.layout === 'calico') cfg = await this.startCalicoWatch();
     this.readiness.store = true;
     if (cfg.bgp) {
       await this.bfd.configure(bfdPeers(cfg));
@@ -260,6 +269,28 @@ export class Daemon {
       this.nodeCleanup = new NodeCleanup(ipam, { graceMs: NODE_GONE_GRACE_MS, log: (m) => this.log.info(m) });
       this.nodeCleanup.start(resourceKeys.nodes, 60_000);
     }
+  }
+
+  /** Calico's resources in etcd: read before BGP starts, so the first peers include them; then watched. */
+  private async startCalicoWatch(): Promise<Config> {
+    const node = () => ({ name: this.cfg.node.name, labels: this.cfg.node.labels, ipv4: this.cfg.node.bgp?.ipv4Address, ipv6: this.cfg.node.bgp?.ipv6Address });
+    const w = new CalicoWatch({
+      store: this.store!, ipam: this.ipam!, node,
+      apply: async () => {
+        const next = w.merge(this.fileCfg);
+        if (this.speaker && next.bgp) {
+          if (this.cluster) await this.cluster.reconfigure(next);
+          else await this.speaker.reconfigure(next.bgp);
+        }
+        this.cfg = next;
+      },
+      warn: (m) => this.warn(m),
+      info: (m, f) => this.log.info(f ?? {}, m),
+    });
+    await w.start();
+    this.calicoWatch = w;
+    this.cfg = w.merge(this.fileCfg);
+    return this.cfg;
   }
 
   /** Add the config's pools the store lacks; a pool the store has with other settings is the store's (a warning). */
@@ -566,6 +597,8 @@ export class Daemon {
       this.log.warn('ipc changes need a restart; ignored');
       next = { ...next, ipc: cfg.ipc };
     }
+    this.fileCfg = next;
+    if (this.calicoWatch) next = this.calicoWatch.merge(next);
     try {
       if (this.ipam && next.ipam) {
         const ic = next.ipam;
@@ -631,6 +664,7 @@ export class Daemon {
       step('control socket', () => this.ipc?.close()),
     ]);
     this.announcer?.stop();
+    this.calicoWatch?.close();
     await step('node cleanup', () => this.nodeCleanup?.stop());
     this.cluster?.close();
     this.unfollow?.();

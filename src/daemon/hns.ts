@@ -11,7 +11,7 @@ import { type DesiredState, type HnsConfig, type RemoteRoute, RemoteRouteTable, 
 import type { FakeHns } from '../hns/fake.ts';
 import { readIpamView, type IpamView } from '../hns/ipam-view.ts';
 import { HNS_DEFAULT_NETWORK } from '../hns/limits.ts';
-import { type HnsExecutor, type HnsSnapshot, endpointAddresses } from '../hns/model.ts';
+import { type HnsExecutor, type HnsSnapshot, endpointAddresses, subnetsOf } from '../hns/model.ts';
 import { HnsReconciler, type PassRecord } from '../hns/reconcile.ts';
 import type { WorkerStats } from '../hns/worker.ts';
 import { type OverlayMissing, mergeOverlay, overlayRoutes } from '../hns/overlay.ts';
@@ -159,7 +159,7 @@ export class HnsDataplane {
   /** The CNI result's gateway for `gateway: auto` (ipc dataplaneGateway): the addressing model's, fresh from IPAM. */
   async gateway(pool: string, _family: Family): Promise<{ gateway: string; prefixLen: number } | null> {
     if (!this.o.ipam) return null;
-    const v = await readIpamView(this.o.ipam, this.o.host, !!this.o.dp.singleNetwork);
+    const v = await readIpamView(this.o.ipam, this.o.host, !!this.o.dp.singleNetwork, this.gatewaysInForce(this.lastActual));
     const a = v.pools.find((x) => x.pool === pool);
     return a ? { gateway: a.gateway, prefixLen: a.prefixLen } : null;
   }
@@ -186,10 +186,19 @@ export class HnsDataplane {
     };
   }
 
+  /** The default-route next hops of our network's Subnets in HNS: the gateways pods already use. */
+  private gatewaysInForce(actual: HnsSnapshot | null): Set<string> {
+    const out = new Set<string>();
+    const net = actual?.Networks.find((n) => n.Name === this.network);
+    if (!net) return out;
+    for (const s of subnetsOf(net)) for (const r of s.Routes ?? []) if (r.NextHop && /^(0\.0\.0\.0|::)\/0$/.test(r.DestinationPrefix ?? '')) out.add(r.NextHop);
+    return out;
+  }
+
   /** Called by the reconciler after each read. */
   private async desired(actual: HnsSnapshot): Promise<DesiredState> {
     this.lastActual = actual;
-    const view = this.o.ipam ? await readIpamView(this.o.ipam, this.o.host, !!this.o.dp.singleNetwork) : null;
+    const view = this.o.ipam ? await readIpamView(this.o.ipam, this.o.host, !!this.o.dp.singleNetwork, this.gatewaysInForce(actual)) : null;
     this.lastView = view;
     if (view) this.syncConflist(view.storePools);
     let held = view?.held;

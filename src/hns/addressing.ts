@@ -11,6 +11,9 @@
 // the pool: the block IPAM marked `hostReservation` when it created it (auto on Windows, perHost), else the lowest
 // of the node's blocks that reserves both ordinals (blocks written by Calico reserve 0, 1, 2 and the last of every
 // Windows block). A pool with no such block has no gateway here: it is reported, never guessed.
+// `keep`: gateways HNS holds now. Calico's layout records no hostReservation (calico-node would drop a field of
+// ours), so every Windows block there reserves .1 and .2; a block that holds a gateway in force stays the first one
+// even when a lower block is claimed later, so pods' gateway never moves under them.
 import { formatIP, ipAt, parsePrefix, prefixContainsPrefix, prefixSize, comparePrefix, type Prefix } from '../net/ip.ts';
 import { HNS_GATEWAY_ORDINAL, HNS_HOST_ENDPOINT_ORDINAL } from './limits.ts';
 
@@ -48,7 +51,8 @@ export interface AddressingResult {
   problems: { pool: string; reason: string }[];
 }
 
-export function hnsAddressing(pools: readonly AddressingPool[], blocks: readonly AddressingBlock[], singleNetwork = false): AddressingResult {
+export function hnsAddressing(pools: readonly AddressingPool[], blocks: readonly AddressingBlock[], singleNetwork = false,
+  keep: ReadonlySet<string> = new Set()): AddressingResult {
   const out: AddressingResult = { pools: [], problems: [] };
   const byPool = new Map<string, { b: AddressingBlock; p: Prefix }[]>();
   for (const b of blocks) {
@@ -68,7 +72,8 @@ export function hnsAddressing(pools: readonly AddressingPool[], blocks: readonly
     }
     const holds = (x: { b: AddressingBlock; p: Prefix }) =>
       prefixSize(x.p) > HNS_HOST_ENDPOINT_ORDINAL && x.b.reserved.includes(HNS_GATEWAY_ORDINAL) && x.b.reserved.includes(HNS_HOST_ENDPOINT_ORDINAL);
-    const first = list.find((x) => x.b.hostReservation && holds(x)) ?? list.find(holds);
+    const first = list.find((x) => x.b.hostReservation && holds(x)) ?? list.find((x) => holds(x) && keep.has(formatIP(ipAt(x.p, HNS_GATEWAY_ORDINAL))))
+      ?? list.find(holds);
     if (!first) {
       out.problems.push({
         pool: pool.name,

@@ -20,7 +20,8 @@ export interface IpamView extends AddressingResult {
   remoteBlocks: { cidr: string; host: string }[];
 }
 
-export async function readIpamView(ipam: Ipam, host: string, singleNetwork: boolean): Promise<IpamView> {
+/** `keep`: the gateways HNS holds now (addressing.ts keeps their blocks first). */
+export async function readIpamView(ipam: Ipam, host: string, singleNetwork: boolean, keep?: ReadonlySet<string>): Promise<IpamView> {
   const pools = await ipam.listPools();
   const all = (await ipam.ds.blocks()).map((r) => r.value);
   const records = all.filter((b) => affineHost(b) === host);
@@ -48,6 +49,6 @@ export async function readIpamView(ipam: Ipam, host: string, singleNetwork: bool
     if (!list) blocksByPool.set(b.pool, (list = []));
     list.push(b.cidr);
   }
-  const addressing = hnsAddressing(pools, records, singleNetwork);
+  const addressing = hnsAddressing(pools, records, singleNetwork, keep);
   return { ...addressing, held, handles, storePools: pools, blocksByPool, remoteBlocks };
 }

@@ -55,7 +55,19 @@ export class IpamStore {
     return { value: this.layout.decodeConfig(kv), rev: kv?.modRevision ?? 0 };
   }
 
+  /**
+   * Pools a watch keeps current (the daemon on Calico's layout, src/daemon/calico-watch.ts): pools() answers from
+   * them without reading the store on every allocation. undefined: read the store as usual.
+   */
+  setWatchedPools(pools: Pool[] | undefined): void {
+    this.watchedPools = pools ? [...pools].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) : undefined;
+    if (this.watchedPools) this.poolCache = this.watchedPools;
+  }
+
+  private watchedPools: Pool[] | undefined;
+
   async pools(): Promise<Pool[]> {
+    if (this.watchedPools) return this.watchedPools;
     const kvs = await this.store.list(this.keys.pools);
     const pools = this.decodeAll(kvs, 'pool', (kv) => this.layout.decodePool(kv))
       .map((v) => v.value)

@@ -24,6 +24,8 @@ export interface StatusSource {
   services?: () => unknown;
   /** The control socket or pipe and what protects it (as enforced and read back), shown in /status. */
   control?: () => unknown;
+  /** Calico's etcd resources (layout calico): what is applied, and which IPAM settings are in force; in /status. */
+  calico?: () => unknown;
 }
 
 export interface Reply {
@@ -63,6 +65,7 @@ export class StatusServer {
           os: src.node().os,
           ...(src.services ? { services: src.services() } : {}),
           ...(src.control ? { control: src.control() } : {}),
+          ...(src.calico?.() ? { calico: src.calico() } : {}),
           asn: bgp?.asn ?? null,
           routerId: bgp?.routerId ?? null,
           version: src.version,

@@ -60,7 +60,7 @@ t.test("Calico's Node resource: exact JSON both ways, other writers' fields kept
   t.equal(after.metadata.uid, 'u-1', 'metadata others wrote is kept');
   t.equal(after.spec.ipv4VXLANTunnelAddr, '10.244.1.0', 'spec fields we do not own are kept');
   t.same(after.metadata.labels, { 'kubernetes.io/os': 'linux', extra: '1' });
-  t.same(after.spec.bgp, { asNumber: 65546, ipv4Address: '10.0.0.6/24' });
+  t.same(after.spec.bgp, { asNumber: 65546, ipv4Address: '10.0.0.6/24', ipv4IPIPTunnelAddr: '10.244.1.1' }, 'spec.bgp fields we do not own are kept too');
 });
 
 t.test('bad nodes: errors name the field; a bad node in the store is skipped and reported', async (t) => {

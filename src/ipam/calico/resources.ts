@@ -6,14 +6,15 @@
 import { familyOfText } from '../../net/ip.ts';
 import { validatePool } from '../ipam.ts';
 import { IpamError, type Host, type Pool, type PoolSpec } from '../types.ts';
-import { goMapOrder, parseJson, type JsonObject, type JsonValue } from './json.ts';
+import { parseJson, type JsonObject, type JsonValue } from './json.ts';
 import { CalicoDecodeError } from './model.ts';
+import { CALICO_NODES, CALICO_V3_ROOT, decodeCalicoNode } from '../../calico/v3.ts';
 
-export const V3 = '/calico/resources/v3/projectcalico.org/';
+export const V3 = CALICO_V3_ROOT;
 export const resourceKeys = {
   ippools: `${V3}ippools/`,
   ippool: (name: string) => `${V3}ippools/${name}`,
-  nodes: `${V3}nodes/`,
+  nodes: CALICO_NODES,
   node: (name: string) => `${V3}nodes/${name}`,
   ipamConfiguration: `${V3}ipamconfigurations/default`,
 };
@@ -88,17 +89,12 @@ export function encodeIPPool(p: Pool, now: () => number): string {
   return `{"kind":"IPPool","apiVersion":"projectcalico.org/v3","metadata":{"name":${JSON.stringify(p.name)},"creationTimestamp":"${created}"},"spec":${specJson}}`;
 }
 
-/** A Calico Node as an IPAM host: its name, labels, and OS from the kubernetes.io/os label (default linux). */
+/** A Calico Node as an IPAM host: its name, labels, and OS from the kubernetes.io/os label (src/calico/v3.ts reads it). */
 export function decodeNode(key: string, text: string): Host {
-  const o = parse(key, text);
-  const meta = sub(key, o, 'metadata');
-  const name = meta.get('name') ?? key.slice(resourceKeys.nodes.length);
-  const labels: Record<string, string> = {};
-  for (const [k, v] of goMapOrder(sub(key, meta, 'labels'))) {
-    if (typeof v !== 'string') throw new CalicoDecodeError(`${key}: metadata.labels.${k} must be a string`);
-    labels[k] = v;
+  try {
+    const n = decodeCalicoNode(key, text);
+    return { name: n.name, os: n.os, labels: n.labels };
+  } catch (e) {
+    throw new CalicoDecodeError((e as Error).message);
   }
-  const os = labels['kubernetes.io/os'] === 'windows' ? 'windows' : 'linux';
-  return { name: String(name), os, labels };
 }
-
