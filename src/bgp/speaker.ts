@@ -19,6 +19,7 @@ import { MaxPrefixGuard, normMaxPrefixes, type MaxPrefixesConfig, type MaxPrefix
 import { PeerErrors, type PeerErrorCounts } from './peer-errors.ts';
 import { compilePrefixList, sameRules, type PrefixFilter, type PrefixRule } from './policy.ts';
 import { clusterLoop, reflectedAttrs, reflects } from './reflect.ts';
+import { CommunityTagger, sameAdvertisements, type PrefixAdvertisement } from './communities.ts';
 import {
   Session, familyOfAfi, ipv4ToU32, silentLogger, u32ToIPv4, type AddressFamily, type NegotiatedCapabilities,
 } from './session.ts';
@@ -97,6 +98,8 @@ export interface SpeakerConfig {
   announce?: string[];
   /** Route reflector cluster ID (dotted quad): reflect between clients and non-clients (src/bgp/reflect.ts). */
   clusterId?: string;
+  /** Communities added to every exported route inside a CIDR (Calico prefixAdvertisements; src/bgp/communities.ts). */
+  prefixAdvertisements?: PrefixAdvertisement[];
 }
 
 // ---- options ------------------------------------------------------------------------------------------------
@@ -310,6 +313,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   private flushQueued = false;
   private staticRoutes = new Set<string>();
   private readonly sessions = new Set<Session>();
+  private tagger: CommunityTagger;
 
   constructor(cfg: SpeakerConfig, opts: SpeakerOptions = {}) {
     super();
@@ -320,6 +324,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     this.restarted = opts.restarted === true;
     this.cfg = cfg;
     this.routerId = ipv4ToU32(cfg.routerId);
+    this.tagger = new CommunityTagger(cfg.prefixAdvertisements);
     for (const p of cfg.peers) {
       const n = this.normPeer(p);
       if (this.peerMap.has(n.key)) throw new Error(`peer ${n.address} configured twice`);
@@ -435,6 +440,14 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       }
       if (exportChanged) {
         p.exportFilter = compilePrefixList(n.exportRules);
+        p.resetExportCache();
+        if (p.established) this.exportAllTo(p);
+      }
+    }
+    if (!sameAdvertisements(old.prefixAdvertisements, cfg.prefixAdvertisements)) {
+      // New communities on what we send: re-export to every session (only the changed routes go out).
+      this.tagger = new CommunityTagger(cfg.prefixAdvertisements);
+      for (const p of this.peerMap.values()) {
         p.resetExportCache();
         if (p.established) this.exportAllTo(p);
       }
@@ -1023,14 +1036,15 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
         const src = best.peer.address ? this.peerMap.get(formatIP(best.peer.address)) : undefined;
         if (cid === undefined || !reflects(src?.cfg.rrClient === true, p.cfg.rrClient)) return null;
         const out = this.rewrite(p, prefix.family, from, best.attrs, localAs);
-        return out && reflectedAttrs(out, best.peer.routerId, cid);
+        return out && this.tagger.tag(prefix, reflectedAttrs(out, best.peer.routerId, cid));
       }
       const cache = p.exportCache[prefix.family === 4 ? 0 : 1][from];
-      const cached = cache.get(best.attrs);
-      if (cached !== undefined) return cached;
-      const out = this.rewrite(p, prefix.family, from, best.attrs, localAs);
-      cache.set(best.attrs, out);
-      return out;
+      let out = cache.get(best.attrs);
+      if (out === undefined) {
+        out = this.rewrite(p, prefix.family, from, best.attrs, localAs);
+        cache.set(best.attrs, out);
+      }
+      return out && this.tagger.tag(prefix, out);
     };
   }
 

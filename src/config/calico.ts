@@ -9,6 +9,7 @@ import { maxLen, parseIP, parsePrefix, formatPrefix } from '../net/ip.ts';
 import { parseSelector } from '../ipam/selector.ts';
 import { suggest } from './check.ts';
 import { CALICO_FIELDS } from './calico-fields.ts';
+import { resolveCommunities } from './communities.ts';
 import type { NodeBgpConfig, PeerConfig, PoolConfig, PrefixRule, SelectorPeerConfig } from './types.ts';
 
 /** A BGPPeer with a peerSelector: peers with the registered nodes it matches (resolved by the cluster). */
@@ -25,6 +26,8 @@ export interface CalicoImport {
   ipam: { strictAffinity?: boolean; maxBlocksPerHost?: number; autoAllocateBlocks?: boolean; ipCooldownSeconds?: number };
   /** BGPConfiguration serviceClusterIPs / serviceExternalIPs / serviceLoadBalancerIPs (canonical CIDRs). */
   serviceIPs?: { clusterIPs: string[]; externalIPs: string[]; loadBalancerIPs: string[] };
+  /** BGPConfiguration prefixAdvertisements with community names resolved through its communities. */
+  prefixAdvertisements?: { cidr: string; communities: string[] }[];
   /** From a Node manifest with this node's name. */
   node?: { labels: Record<string, string>; bgp: NodeBgpConfig };
   warnings: string[];
@@ -158,6 +161,11 @@ export function importCalico(text: string, source: string, nodeName: string, nod
               ctx.fail(`${field}[${i}]`, (e as Error).message);
             }
           });
+        }
+        if (spec.communities !== undefined || spec.prefixAdvertisements !== undefined) {
+          const r = resolveCommunities(spec.communities, spec.prefixAdvertisements);
+          for (const i of r.issues) ctx.fail(i.path.map((x, n) => (typeof x === 'number' ? `[${x}]` : n ? `.${x}` : x)).join(''), i.message);
+          out.prefixAdvertisements = r.ads;
         }
         if (spec.nodeToNodeMeshEnabled !== undefined) {
           if (typeof spec.nodeToNodeMeshEnabled !== 'boolean') ctx.fail('nodeToNodeMeshEnabled', `must be true or false, got ${JSON.stringify(spec.nodeToNodeMeshEnabled)}`);

@@ -8,6 +8,7 @@ import { posix, win32 } from 'node:path';
 import { checkEtcdSecurity, isEtcdUrl, type EtcdSecurity, type SecretSource } from '../store/etcd-auth.ts';
 import { Checker, isPlainObject, show, type ConfigIssue, type Path } from './check.ts';
 import { HARDENING_PEER_FIELDS, maxPrefixes } from './peer-hardening.ts';
+import { COMMUNITY_BGP_FIELDS, bgpCommunities } from './communities.ts';
 import { nodeBgpSection } from './node-bgp.ts';
 import { checkHnsAgainst, HNS_FIELDS, hnsDataplane } from './hns.ts';
 import type {
@@ -265,7 +266,7 @@ function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart 
   return p;
 }
 
-const BGP_FIELDS = ['asn', 'routerId', 'listen', 'gracefulRestart', 'peers', 'announce', 'nodeToNodeMeshEnabled'] as const;
+const BGP_FIELDS = ['asn', 'routerId', 'listen', 'gracefulRestart', 'peers', 'announce', 'nodeToNodeMeshEnabled', ...COMMUNITY_BGP_FIELDS] as const;
 
 function bgpSection(c: Checker, v: unknown): BgpConfig | undefined {
   const o = c.object(['bgp'], v, BGP_FIELDS, ['asn', 'routerId']);
@@ -305,6 +306,7 @@ function bgpSection(c: Checker, v: unknown): BgpConfig | undefined {
     announce: [...new Set(announce)],
   };
   if (mesh !== undefined) out.nodeToNodeMeshEnabled = mesh;
+  Object.assign(out, bgpCommunities(c, o));
   return out;
 }
 

@@ -103,6 +103,10 @@ export interface BgpConfig {
   clusterId?: string;
   /** Service IP ranges (Calico BGPConfiguration); also in `announce`, so every node announces them. */
   serviceIPs?: ServiceIPs;
+  /** Named community values (Calico BGPConfiguration communities), for reference by prefixAdvertisements. */
+  communities?: { name: string; value: string }[];
+  /** Communities added to exported routes inside each CIDR, values resolved ("aa:nn" or "aa:nn:mm"). */
+  prefixAdvertisements?: { cidr: string; communities: string[] }[];
 }
 
 export interface ServiceIPs {

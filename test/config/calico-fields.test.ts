@@ -42,13 +42,13 @@ t.test('warned fields say why; defaults stay quiet', async (t) => {
   const r = importCalico([
     doc('BGPPeer', '  peerIP: 10.0.0.1\n  asNumber: 65001\n  numAllowedLocalASNumbers: 2\n  ttlSecurity: 0\n  password: { secretKeyRef: { name: s, key: k } }\n'),
     doc('IPAMConfiguration', '  strictAffinity: true\n  kubeVirtVMAddressPersistence: Enabled\n  ipCooldownSeconds: 30\n', 'default'),
-    doc('BGPConfiguration', '  logSeverityScreen: Info\n  communities: [{ name: c, value: "64512:100" }]\n', 'default'),
+    doc('BGPConfiguration', '  logSeverityScreen: Info\n  serviceLoadBalancerAggregation: Disabled\n', 'default'),
   ].join('---\n'), 'w.yaml', 'n');
   const w = r.warnings.join('\n');
   t.match(w, /numAllowedLocalASNumbers: 2 ignored: allowas-in is not implemented/);
   t.match(w, /password: .* ignored: TCP-MD5/);
   t.match(w, /kubeVirtVMAddressPersistence: "Enabled" ignored/);
-  t.match(w, /communities: .* ignored: communities on export are not implemented yet/);
+  t.match(w, /serviceLoadBalancerAggregation: "Disabled" ignored/);
   t.notMatch(w, /ttlSecurity|logSeverityScreen/, 'default values need no warning');
   t.equal(r.ipam.ipCooldownSeconds, 30, 'ipCooldownSeconds is honoured');
 });
@@ -96,4 +96,13 @@ t.test('service IPs: every range, canonical; a bad one names its index', async (
   t.same(r.serviceIPs, { clusterIPs: ['10.96.0.0/12', 'fd00:96::/112'], externalIPs: ['192.0.2.0/24'], loadBalancerIPs: ['198.51.100.7/32'] });
   t.throws(() => importCalico(doc('BGPConfiguration', '  serviceExternalIPs: [{ cidr: 192.0.2.0/24 }, { cidr: 192.0.2.1/24 }]\n', 'default'), 's.yaml', 'n'),
     { message: /spec\.serviceExternalIPs\[1\]: .*host bits/ });
+});
+
+t.test('BGPConfiguration communities and prefixAdvertisements: names resolved, bad ones refused with the field', async (t) => {
+  const r = importCalico(doc('BGPConfiguration', '  communities:\n    - { name: bgp-large-community, value: "63400:300:100" }\n' +
+    '  prefixAdvertisements:\n    - { cidr: 172.218.4.0/26, communities: [bgp-large-community, "63400:120"] }\n', 'default'), 'c.yaml', 'n');
+  t.same(r.prefixAdvertisements, [{ cidr: '172.218.4.0/26', communities: ['63400:300:100', '63400:120'] }], "Calico's documented example");
+  t.same(r.warnings, [], 'honoured: no warning');
+  t.throws(() => importCalico(doc('BGPConfiguration', '  prefixAdvertisements:\n    - { cidr: 10.0.0.0/16, communities: [missing] }\n', 'default'), 'c.yaml', 'n'),
+    { message: /c\.yaml: document 1 \(BGPConfiguration default\): spec\.prefixAdvertisements\[0\]\.communities\[0\]: "missing" is neither a value .*\(line \d+\)/ });
 });

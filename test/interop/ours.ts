@@ -30,6 +30,8 @@ export interface OurPeer {
   import?: { prefix: string; ge?: number; le?: number; action?: 'accept' | 'reject' }[];
   export?: { prefix: string; ge?: number; le?: number; action?: 'accept' | 'reject' }[];
   maxPrefixes?: number | { ipv4?: number; ipv6?: number; warningPercent?: number; restart?: number };
+  allowAsIn?: number;
+  localAsn?: number;
 }
 
 export interface OurConfig {
@@ -38,6 +40,8 @@ export interface OurConfig {
   gracefulRestart?: { restartTime: number } | false;
   peers: OurPeer[];
   announce?: string[];
+  communities?: { name: string; value: string }[];
+  prefixAdvertisements?: { cidr: string; communities: string[] }[];
 }
 
 /** The parts of /peers entries the tests read. */
