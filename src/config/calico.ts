@@ -10,6 +10,7 @@ import { parseSelector } from '../ipam/selector.ts';
 import { suggest } from './check.ts';
 import { CALICO_FIELDS } from './calico-fields.ts';
 import { resolveCommunities } from './communities.ts';
+import { MAX_ALLOW_AS_IN } from './peer-as.ts';
 import type { NodeBgpConfig, PeerConfig, PoolConfig, PrefixRule, SelectorPeerConfig } from './types.ts';
 
 /** A BGPPeer with a peerSelector: peers with the registered nodes it matches (resolved by the cluster). */
@@ -92,7 +93,6 @@ export function importCalico(text: string, source: string, nodeName: string, nod
 
   const filters = new Map<string, Obj>();
   const peersWithFilters: { peer: PeerConfig | SelectorPeer; names: string[]; ctx: Ctx }[] = [];
-  const localAsChecks: { localAs: number; ctx: Ctx }[] = [];
   let nodeConfigSeen = false;
   for (const { obj, where, line } of objects) {
     const kind = typeof obj.kind === 'string' ? obj.kind : '';
@@ -121,7 +121,7 @@ export function importCalico(text: string, source: string, nodeName: string, nod
         importPool(spec, name, ctx, out);
         break;
       case 'BGPPeer':
-        importPeer(spec, name, ctx, out, nodeName, nodeLabels, nodeIPs, peersWithFilters, localAsChecks);
+        importPeer(spec, name, ctx, out, nodeName, nodeLabels, nodeIPs, peersWithFilters);
         break;
       case 'BGPFilter':
         if (!name) errors.push(`${at}: metadata.name is required (peers name filters)`);
@@ -188,10 +188,6 @@ export function importCalico(text: string, source: string, nodeName: string, nod
         importNode(spec, meta, name, ctx, out, nodeName);
         break;
     }
-  }
-  // Checked once every BGPConfiguration is read.
-  for (const { localAs, ctx } of localAsChecks) {
-    if (out.asn !== undefined && localAs !== out.asn) ctx.fail('localASNumber', `${localAs} differs from the node's AS ${out.asn}: refused, one AS per speaker`);
   }
   // Filters are resolved once every document is read (a peer may come before the filter it names).
   for (const { peer, names, ctx } of peersWithFilters) {
@@ -361,7 +357,6 @@ function importPeer(
   nodeLabels: Record<string, string>,
   nodeIPs: { ipv4?: string; ipv6?: string },
   withFilters: { peer: PeerConfig | SelectorPeer; names: string[]; ctx: Ctx }[],
-  localAsChecks: { localAs: number; ctx: Ctx }[],
 ): void {
   // Selectors are checked even when the peering is another node's, so a bad one is never accepted silently.
   for (const f of ['nodeSelector', 'peerSelector'] as const) {
@@ -405,8 +400,17 @@ function importPeer(
   if (spec.localASNumber !== undefined) {
     localAs = parseAsNumber(spec.localASNumber);
     if (localAs === undefined) return ctx.fail('localASNumber', `must be 1..4294967295, got ${JSON.stringify(spec.localASNumber)}`);
-    localAsChecks.push({ localAs, ctx });
   }
+  let allowAsIn = 0;
+  if (spec.numAllowedLocalASNumbers !== undefined && spec.numAllowedLocalASNumbers !== null) {
+    const n = spec.numAllowedLocalASNumbers;
+    if (!Number.isInteger(n) || (n as number) < 0 || (n as number) > MAX_ALLOW_AS_IN) return ctx.fail('numAllowedLocalASNumbers', `must be 0..${MAX_ALLOW_AS_IN}, got ${JSON.stringify(n)}`);
+    allowAsIn = n as number;
+  }
+  const asOpts = (x: { allowAsIn?: number; localAsn?: number }) => {
+    if (allowAsIn > 0) x.allowAsIn = allowAsIn;
+    if (localAs !== undefined) x.localAsn = localAs;
+  };
   if (spec.peerSelector !== undefined) {
     if (spec.peerIP !== undefined) return ctx.fail('peerSelector', 'give peerIP or peerSelector, not both');
     const sp: SelectorPeer = { name, peerSelector: String(spec.peerSelector), port: 179, holdTime, gracefulRestart: restart };
@@ -418,6 +422,7 @@ function importPeer(
       sp.asn = a;
     }
     if (mode === 'Self') sp.nextHopSelf = true;
+    asOpts(sp);
     out.selectorPeers.push(sp);
     if (filterNames.length) withFilters.push({ peer: sp, names: filterNames, ctx });
     return;
@@ -451,6 +456,7 @@ function importPeer(
     gracefulRestart: restart,
   };
   if (mode === 'Self') peer.nextHopSelf = true;
+  asOpts(peer);
   if (spec.sourceAddress !== 'None') {
     const mine = address.includes(':') ? nodeIPs.ipv6 : nodeIPs.ipv4;
     if (mine) peer.localAddress = mine.split('/')[0];

@@ -9,6 +9,7 @@ import { checkEtcdSecurity, isEtcdUrl, type EtcdSecurity, type SecretSource } fr
 import { Checker, isPlainObject, show, type ConfigIssue, type Path } from './check.ts';
 import { HARDENING_PEER_FIELDS, maxPrefixes } from './peer-hardening.ts';
 import { COMMUNITY_BGP_FIELDS, bgpCommunities } from './communities.ts';
+import { AS_PEER_FIELDS, peerAsOptions } from './peer-as.ts';
 import { nodeBgpSection } from './node-bgp.ts';
 import { checkHnsAgainst, HNS_FIELDS, hnsDataplane } from './hns.ts';
 import type {
@@ -224,7 +225,7 @@ function prefixRule(c: Checker, path: Path, v: unknown): PrefixRule | undefined 
   return r;
 }
 
-const PEER_FIELDS = ['address', 'asn', 'port', 'families', 'holdTime', 'passive', 'gracefulRestart', 'import', 'export', ...HARDENING_PEER_FIELDS] as const;
+const PEER_FIELDS = ['address', 'asn', 'port', 'families', 'holdTime', 'passive', 'gracefulRestart', 'import', 'export', ...HARDENING_PEER_FIELDS, ...AS_PEER_FIELDS] as const;
 
 function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart | false): PeerConfig | undefined {
   const o = c.object(path, v, PEER_FIELDS, ['address', 'asn']);
@@ -263,6 +264,9 @@ function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart 
     if (mp === undefined) return undefined;
     p.maxPrefixes = mp;
   }
+  const asOpts = peerAsOptions(c, path, o);
+  if (asOpts === undefined) return undefined;
+  Object.assign(p, asOpts);
   return p;
 }
 

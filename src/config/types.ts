@@ -80,6 +80,10 @@ export interface PeerConfig {
   nextHopSelf?: boolean;
   /** We are a route reflector (bgp.clusterId) and this peer is our client. */
   routeReflectorClient?: boolean;
+  /** allowas-in: accept routes with our AS in the AS_PATH up to this many times (Calico numAllowedLocalASNumbers). */
+  allowAsIn?: number;
+  /** Our AS toward this peer when not bgp.asn (Calico BGPPeer localASNumber). */
+  localAsn?: number;
 }
 
 /** peers[].maxPrefixes as written: restart in seconds (0 = only on reconfiguration), warningPercent 1..100. */
@@ -129,6 +133,8 @@ export interface SelectorPeerConfig {
   import?: PrefixRule[];
   export?: PrefixRule[];
   nextHopSelf?: boolean;
+  allowAsIn?: number;
+  localAsn?: number;
 }
 
 export type ReservationConfig =

@@ -40,16 +40,15 @@ t.test('unknown kinds and misspelled fields refuse the whole file, naming file, 
 
 t.test('warned fields say why; defaults stay quiet', async (t) => {
   const r = importCalico([
-    doc('BGPPeer', '  peerIP: 10.0.0.1\n  asNumber: 65001\n  numAllowedLocalASNumbers: 2\n  ttlSecurity: 0\n  password: { secretKeyRef: { name: s, key: k } }\n'),
+    doc('BGPPeer', '  peerIP: 10.0.0.1\n  asNumber: 65001\n  numAllowedLocalASNumbers: 0\n  ttlSecurity: 0\n  password: { secretKeyRef: { name: s, key: k } }\n'),
     doc('IPAMConfiguration', '  strictAffinity: true\n  kubeVirtVMAddressPersistence: Enabled\n  ipCooldownSeconds: 30\n', 'default'),
     doc('BGPConfiguration', '  logSeverityScreen: Info\n  serviceLoadBalancerAggregation: Disabled\n', 'default'),
   ].join('---\n'), 'w.yaml', 'n');
   const w = r.warnings.join('\n');
-  t.match(w, /numAllowedLocalASNumbers: 2 ignored: allowas-in is not implemented/);
   t.match(w, /password: .* ignored: TCP-MD5/);
   t.match(w, /kubeVirtVMAddressPersistence: "Enabled" ignored/);
   t.match(w, /serviceLoadBalancerAggregation: "Disabled" ignored/);
-  t.notMatch(w, /ttlSecurity|logSeverityScreen/, 'default values need no warning');
+  t.notMatch(w, /ttlSecurity|logSeverityScreen|numAllowedLocalASNumbers/, 'default values need no warning');
   t.equal(r.ipam.ipCooldownSeconds, 30, 'ipCooldownSeconds is honoured');
 });
 
@@ -76,7 +75,9 @@ t.test('honoured BGPPeer fields: sourceAddress, keepaliveTime, nextHopMode, loca
   t.same(r.selectorPeers, [{ name: 'rr', peerSelector: "route-reflector == 'true'", nodeSelector: 'all()', port: 179, holdTime: 90, gracefulRestart: { restartTime: 120 } }]);
   t.equal(r.listenPort, 1179);
   t.equal(r.nodeToNodeMeshEnabled, false);
-  t.throws(() => importCalico(text.replace('localASNumber: 64512', 'localASNumber: 65500'), 'h.yaml', 'n'), { message: /localASNumber: 65500 differs from the node's AS 64512/ });
+  const other = importCalico(text.replace('localASNumber: 64512', 'localASNumber: 65500\n  numAllowedLocalASNumbers: 2'), 'h.yaml', 'n');
+  t.match(other.peers[0], { localAsn: 65500, allowAsIn: 2 }, 'localASNumber and numAllowedLocalASNumbers become peer localAsn and allowAsIn');
+  t.throws(() => importCalico(text.replace('localASNumber: 64512', 'numAllowedLocalASNumbers: -1'), 'h.yaml', 'n'), { message: /spec\.numAllowedLocalASNumbers: must be 0\.\.255, got -1/ });
   t.throws(() => importCalico(text.replace('filters: [f1]', 'filters: [f2]'), 'h.yaml', 'n'), { message: /spec\.filters\[0\]: no BGPFilter named "f2"/ });
 });
 
