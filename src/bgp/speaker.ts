@@ -6,7 +6,7 @@ import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import { IP, type Prefix, formatIP, formatPrefix, parseIP, parseIPWithLen, parsePrefix, prefixContainsIP, prefixOf } from '../net/ip.ts';
-import { asSequence, makeAttrs, pathHasAsn, withAttrs, type AttrsInit, type PathAttrs } from '../rib/attrs.ts';
+import { asSequence, makeAttrs, withAttrs, type AttrsInit, type PathAttrs } from '../rib/attrs.ts';
 import { DEFAULT_LOCAL_PREF, type PeerInfo } from '../rib/bestpath.ts';
 import type { PrefixList } from '../rib/prefixlist.ts';
 import { Rib, type ExportPolicy, type ExportUpdate, type ImportPolicy, type RibChangeBatch } from '../rib/rib.ts';
@@ -21,6 +21,8 @@ import { PeerSockets, peerSecurity, wantsSocketOptions, type PasswordSource, typ
 import { hostSocketOptions, type SocketOptionsHost } from '../platform/sockopt.ts';
 import { compilePrefixList, sameRules, type PrefixFilter, type PrefixRule } from './policy.ts';
 import { clusterLoop, reflectedAttrs, reflects } from './reflect.ts';
+import { CommunityTagger, sameAdvertisements, type PrefixAdvertisement } from './communities.ts';
+import { asLoop } from './loops.ts';
 import {
   Session, familyOfAfi, ipv4ToU32, silentLogger, u32ToIPv4, type AddressFamily, type NegotiatedCapabilities,
 } from './session.ts';
@@ -86,6 +88,10 @@ export interface SpeakerPeerConfig {
   nextHopSelf?: boolean;
   /** With SpeakerConfig.clusterId: this iBGP peer is a route-reflector client (RFC 4456). */
   routeReflectorClient?: boolean;
+  /** allowas-in: accept routes whose AS_PATH holds our AS up to this many times. Default 0 (any = loop, dropped). */
+  allowAsIn?: number;
+  /** Our AS toward this peer (its OPEN, the AS prepended toward it, iBGP/eBGP) when not the speaker's. */
+  localAsn?: number;
 }
 
 export interface SpeakerConfig {
@@ -104,6 +110,8 @@ export interface SpeakerConfig {
   announce?: string[];
   /** Route reflector cluster ID (dotted quad): reflect between clients and non-clients (src/bgp/reflect.ts). */
   clusterId?: string;
+  /** Communities added to every exported route inside a CIDR (Calico prefixAdvertisements; src/bgp/communities.ts). */
+  prefixAdvertisements?: PrefixAdvertisement[];
 }
 
 // ---- options ------------------------------------------------------------------------------------------------
@@ -253,6 +261,9 @@ interface NormPeer {
   rrClient: boolean;
   /** TCP-MD5 key and GTSM hops (src/bgp/peer-security.ts); the key serialises as a fingerprint only. */
   security: PeerSecurity;
+  allowAsIn: number;
+  /** Our AS on this session: the peer's localAsn, else the speaker's. */
+  localAs: number;
 }
 
 type QueueItem =
@@ -338,6 +349,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   private readonly sockets: PeerSockets;
   /** Why peers with a password or ttlSecurity cannot run here (null: they can, or none has asked yet). */
   private sockoptRefusal: string | null = null;
+  private tagger: CommunityTagger;
 
   constructor(cfg: SpeakerConfig, opts: SpeakerOptions = {}) {
     super();
@@ -349,6 +361,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     this.cfg = cfg;
     this.routerId = ipv4ToU32(cfg.routerId);
     this.sockets = new PeerSockets(opts.socketOptions ?? hostSocketOptions());
+    this.tagger = new CommunityTagger(cfg.prefixAdvertisements);
     for (const p of cfg.peers) {
       const n = this.normPeer(p);
       if (this.peerMap.has(n.key)) throw new Error(`peer ${n.address} configured twice`);
@@ -470,7 +483,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
         if (this.running) this.startPeer(fresh);
         continue;
       }
-      const importChanged = !sameRules(p.cfg.importRules, n.importRules);
+      const importChanged = !sameRules(p.cfg.importRules, n.importRules) || p.cfg.allowAsIn !== n.allowAsIn;
       const exportChanged = !sameRules(p.cfg.exportRules, n.exportRules);
       p.cfg = n;
       if (importChanged) {
@@ -487,6 +500,14 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       }
       if (exportChanged) {
         p.exportFilter = compilePrefixList(n.exportRules);
+        p.resetExportCache();
+        if (p.established) this.exportAllTo(p);
+      }
+    }
+    if (!sameAdvertisements(old.prefixAdvertisements, cfg.prefixAdvertisements)) {
+      // New communities on what we send: re-export to every session (only the changed routes go out).
+      this.tagger = new CommunityTagger(cfg.prefixAdvertisements);
+      for (const p of this.peerMap.values()) {
         p.resetExportCache();
         if (p.established) this.exportAllTo(p);
       }
@@ -578,7 +599,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       address: p.cfg.address,
       port: p.cfg.port,
       asn: p.cfg.asn,
-      type: p.cfg.asn === this.cfg.asn ? 'ibgp' : 'ebgp',
+      type: p.cfg.asn === p.cfg.localAs ? 'ibgp' : 'ebgp',
       state: s?.state ?? 'Idle',
       since: s ? s.stateSince : this.now(),
       lastError: p.refused ?? s?.lastError ?? silentDrop(p, s) ?? null,
@@ -670,6 +691,8 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       connectRetryMax: p.connectRetryMax ?? 120,
       idleHold: p.idleHold ?? 1,
       rrClient: p.routeReflectorClient === true,
+      allowAsIn: p.allowAsIn ?? 0,
+      localAs: p.localAsn ?? cfg.asn,
       delayOpen: p.delayOpen ?? 0,
       nextHop: { ...p.nextHop },
       nextHopSelf: p.nextHopSelf === true,
@@ -688,7 +711,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       peerAddress: c.address,
       peerPort: c.port,
       peerAs: c.asn,
-      localAs: this.cfg.asn,
+      localAs: c.localAs,
       routerId: this.routerId,
       localAddress: c.localAddress,
       openSocket: wantsSocketOptions(c.security) ? () => this.sockets.openConnecting(c.ip, c.address, c.security) : undefined,
@@ -725,7 +748,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   }
 
   private startPeer(p: PeerState): void {
-    p.type = p.cfg.asn === this.cfg.asn ? 'ibgp' : 'ebgp';
+    p.type = p.cfg.asn === p.cfg.localAs ? 'ibgp' : 'ebgp';
     p.refused = this.refusal(p);
     if (p.refused) {
       // Never a session that silently cannot come up: the reason is the peer's state in /peers and in the log.
@@ -875,7 +898,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     // The connection initiated by the side with the higher BGP Identifier survives (RFC 6286 2.3: on equal
     // identifiers, the higher AS number).
     const peerId = open.bgpId >>> 0;
-    const localWins = this.routerId !== peerId ? this.routerId > peerId : this.cfg.asn > p.cfg.asn;
+    const localWins = this.routerId !== peerId ? this.routerId > peerId : p.cfg.localAs > p.cfg.asn;
     const keep = localWins ? (s.incoming ? other : s) : (s.incoming ? s : other);
     this.log.info(`peer ${p.cfg.address}: connection collision, keeping the ${keep.incoming ? 'incoming' : 'outgoing'} connection`);
     if (keep === s) {
@@ -1016,7 +1039,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     } else {
       // The import policy (importPolicy's two halves): the attributes' half once per UPDATE, the prefix list per prefix.
       const attrs = m.attrs;
-      const loop = this.importedAttrs(attrs) === null;
+      const loop = this.importedAttrs(p, attrs) === null;
       const accept = p.importFilter ? p.importFilter.acceptor : undefined;
       if (v4) rib.updateList(src, m.nlri, attrs, loop ? null : attrs, accept);
       const mp = m.mpReach;
@@ -1082,8 +1105,10 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
 
   // The import policy in two halves, so the ingest path can apply the first once per UPDATE: the attributes
   // (dropped when they loop back to us), then the peer's prefix list.
-  private importedAttrs(attrs: PathAttrs): PathAttrs | null {
-    return isLoop(attrs, this.cfg.asn, this.routerId) || clusterLoop(attrs, this.clusterIdNum()) ? null : attrs;
+  private importedAttrs(p: PeerState, attrs: PathAttrs): PathAttrs | null {
+    const c = p.cfg;
+    const ours = c.localAs === this.cfg.asn ? [c.localAs] : [this.cfg.asn, c.localAs];
+    return isLoop(attrs, this.routerId) || asLoop(attrs, ours, c.allowAsIn) || clusterLoop(attrs, this.clusterIdNum()) ? null : attrs;
   }
 
   private clusterIdNum(): number | undefined {
@@ -1092,7 +1117,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
 
   private importPolicy(p: PeerState): ImportPolicy {
     return (prefix, attrs) => {
-      if (this.importedAttrs(attrs) === null) return null;
+      if (this.importedAttrs(p, attrs) === null) return null;
       if (p.importFilter && !p.importFilter.accepts(prefix)) return null;
       return attrs;
     };
@@ -1119,7 +1144,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   }
 
   private exportPolicy(p: PeerState): ExportPolicy {
-    const localAs = this.cfg.asn;
+    const localAs = p.cfg.localAs;
     const fams = p.established?.negotiated?.families ?? [];
     const v4 = fams.includes('ipv4');
     const v6 = fams.includes('ipv6');
@@ -1134,14 +1159,15 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
         const src = best.peer.address ? this.peerMap.get(formatIP(best.peer.address)) : undefined;
         if (cid === undefined || !reflects(src?.cfg.rrClient === true, p.cfg.rrClient)) return null;
         const out = this.rewrite(p, prefix.family, from, best.attrs, localAs);
-        return out && reflectedAttrs(out, best.peer.routerId, cid);
+        return out && this.tagger.tag(prefix, reflectedAttrs(out, best.peer.routerId, cid));
       }
       const cache = p.exportCache[prefix.family === 4 ? 0 : 1][from];
-      const cached = cache.get(best.attrs);
-      if (cached !== undefined) return cached;
-      const out = this.rewrite(p, prefix.family, from, best.attrs, localAs);
-      cache.set(best.attrs, out);
-      return out;
+      let out = cache.get(best.attrs);
+      if (out === undefined) {
+        out = this.rewrite(p, prefix.family, from, best.attrs, localAs);
+        cache.set(best.attrs, out);
+      }
+      return out && this.tagger.tag(prefix, out);
     };
   }
 
@@ -1242,9 +1268,9 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
 
 // ---- helpers ------------------------------------------------------------------------------------------------------
 
-/** Own AS in the path (RFC 4271 9.1.2), or our own reflected route (RFC 4456 8). */
-function isLoop(attrs: PathAttrs, localAs: number, routerId: number): boolean {
-  return attrs.originatorId === routerId || pathHasAsn(attrs, localAs);
+/** Our own reflected route (RFC 4456 8); own AS in the path is asLoop (src/bgp/loops.ts, with allowas-in). */
+function isLoop(attrs: PathAttrs, routerId: number): boolean {
+  return attrs.originatorId === routerId;
 }
 
 type ExportCache = Record<'local' | 'ibgp' | 'ebgp', WeakMap<PathAttrs, PathAttrs | null>>;
@@ -1278,7 +1304,7 @@ function silentDrop(p: PeerState, s: Session | null): string | undefined {
 }
 
 function sameSession(a: NormPeer, b: NormPeer): boolean {
-  const strip = (n: NormPeer) => ({ ...n, ip: undefined, importRules: undefined, exportRules: undefined });
+  const strip = (n: NormPeer) => ({ ...n, ip: undefined, importRules: undefined, exportRules: undefined, allowAsIn: undefined });
   return JSON.stringify(strip(a)) === JSON.stringify(strip(b));
 }
 

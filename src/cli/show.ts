@@ -113,14 +113,14 @@ export async function run(argv: string[]): Promise<number> {
       if (args[0] === 'for' && args.length === 2) q = { lpm: args[1] };
       else if (args.length === 1 && args[0] !== 'for') q = { prefix: args[0] };
       else if (args.length) throw new CliError('show route: expected nothing, "for ADDR" or a PREFIX');
-      const routes = await ask<{ prefix: string; source: string; nextHop: string | null; asPath: string; origin: string | null }[]>(c.socket, 'show.routes', q);
+      const routes = await ask<{ prefix: string; source: string; nextHop: string | null; asPath: string; origin: string | null; communities?: string[] }[]>(c.socket, 'show.routes', q);
       if (c.json) return out(JSON.stringify(routes) + '\n'), 0;
       if (!routes.length) {
         out(q.lpm ? `no route covers ${q.lpm}\n` : q.prefix ? `no route for ${q.prefix}\n` : 'no routes\n');
         return q.lpm || q.prefix ? 1 : 0;
       }
-      out(table(['PREFIX', 'NEXT HOP', 'SOURCE', 'AS PATH', 'ORIGIN'],
-        routes.map((r) => [r.prefix, r.nextHop ?? '-', r.source, r.asPath || '-', r.origin ?? '-'])));
+      out(table(['PREFIX', 'NEXT HOP', 'SOURCE', 'AS PATH', 'ORIGIN', 'COMMUNITIES'],
+        routes.map((r) => [r.prefix, r.nextHop ?? '-', r.source, r.asPath || '-', r.origin ?? '-', r.communities?.length ? r.communities.join(' ') : '-'])));
       return 0;
     }
     case 'ipam': {

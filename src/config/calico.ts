@@ -10,6 +10,8 @@ import { parseSelector } from '../ipam/selector.ts';
 import { suggest } from './check.ts';
 import { CALICO_FIELDS } from './calico-fields.ts';
 import { calicoPeerSecurity } from './calico-peer-security.ts';
+import { resolveCommunities } from './communities.ts';
+import { MAX_ALLOW_AS_IN } from './peer-as.ts';
 import type { NodeBgpConfig, PeerConfig, PoolConfig, PrefixRule, SelectorPeerConfig } from './types.ts';
 
 /** A BGPPeer with a peerSelector: peers with the registered nodes it matches (resolved by the cluster). */
@@ -26,6 +28,8 @@ export interface CalicoImport {
   ipam: { strictAffinity?: boolean; maxBlocksPerHost?: number; autoAllocateBlocks?: boolean; ipCooldownSeconds?: number };
   /** BGPConfiguration serviceClusterIPs / serviceExternalIPs / serviceLoadBalancerIPs (canonical CIDRs). */
   serviceIPs?: { clusterIPs: string[]; externalIPs: string[]; loadBalancerIPs: string[] };
+  /** BGPConfiguration prefixAdvertisements with community names resolved through its communities. */
+  prefixAdvertisements?: { cidr: string; communities: string[] }[];
   /** From a Node manifest with this node's name. */
   node?: { labels: Record<string, string>; bgp: NodeBgpConfig };
   warnings: string[];
@@ -90,7 +94,6 @@ export function importCalico(text: string, source: string, nodeName: string, nod
 
   const filters = new Map<string, Obj>();
   const peersWithFilters: { peer: PeerConfig | SelectorPeer; names: string[]; ctx: Ctx }[] = [];
-  const localAsChecks: { localAs: number; ctx: Ctx }[] = [];
   let nodeConfigSeen = false;
   for (const { obj, where, line } of objects) {
     const kind = typeof obj.kind === 'string' ? obj.kind : '';
@@ -119,7 +122,7 @@ export function importCalico(text: string, source: string, nodeName: string, nod
         importPool(spec, name, ctx, out);
         break;
       case 'BGPPeer':
-        importPeer(spec, name, ctx, out, nodeName, nodeLabels, nodeIPs, peersWithFilters, localAsChecks);
+        importPeer(spec, name, ctx, out, nodeName, nodeLabels, nodeIPs, peersWithFilters);
         break;
       case 'BGPFilter':
         if (!name) errors.push(`${at}: metadata.name is required (peers name filters)`);
@@ -160,6 +163,11 @@ export function importCalico(text: string, source: string, nodeName: string, nod
             }
           });
         }
+        if (spec.communities !== undefined || spec.prefixAdvertisements !== undefined) {
+          const r = resolveCommunities(spec.communities, spec.prefixAdvertisements);
+          for (const i of r.issues) ctx.fail(i.path.map((x, n) => (typeof x === 'number' ? `[${x}]` : n ? `.${x}` : x)).join(''), i.message);
+          out.prefixAdvertisements = r.ads;
+        }
         if (spec.nodeToNodeMeshEnabled !== undefined) {
           if (typeof spec.nodeToNodeMeshEnabled !== 'boolean') ctx.fail('nodeToNodeMeshEnabled', `must be true or false, got ${JSON.stringify(spec.nodeToNodeMeshEnabled)}`);
           else out.nodeToNodeMeshEnabled = spec.nodeToNodeMeshEnabled;
@@ -181,10 +189,6 @@ export function importCalico(text: string, source: string, nodeName: string, nod
         importNode(spec, meta, name, ctx, out, nodeName);
         break;
     }
-  }
-  // Checked once every BGPConfiguration is read.
-  for (const { localAs, ctx } of localAsChecks) {
-    if (out.asn !== undefined && localAs !== out.asn) ctx.fail('localASNumber', `${localAs} differs from the node's AS ${out.asn}: refused, one AS per speaker`);
   }
   // Filters are resolved once every document is read (a peer may come before the filter it names).
   for (const { peer, names, ctx } of peersWithFilters) {
@@ -354,7 +358,6 @@ function importPeer(
   nodeLabels: Record<string, string>,
   nodeIPs: { ipv4?: string; ipv6?: string },
   withFilters: { peer: PeerConfig | SelectorPeer; names: string[]; ctx: Ctx }[],
-  localAsChecks: { localAs: number; ctx: Ctx }[],
 ): void {
   // Selectors are checked even when the peering is another node's, so a bad one is never accepted silently.
   for (const f of ['nodeSelector', 'peerSelector'] as const) {
@@ -398,10 +401,19 @@ function importPeer(
   if (spec.localASNumber !== undefined) {
     localAs = parseAsNumber(spec.localASNumber);
     if (localAs === undefined) return ctx.fail('localASNumber', `must be 1..4294967295, got ${JSON.stringify(spec.localASNumber)}`);
-    localAsChecks.push({ localAs, ctx });
   }
   const security = calicoPeerSecurity(spec);
   if ('field' in security) return ctx.fail(security.field, security.message);
+  let allowAsIn = 0;
+  if (spec.numAllowedLocalASNumbers !== undefined && spec.numAllowedLocalASNumbers !== null) {
+    const n = spec.numAllowedLocalASNumbers;
+    if (!Number.isInteger(n) || (n as number) < 0 || (n as number) > MAX_ALLOW_AS_IN) return ctx.fail('numAllowedLocalASNumbers', `must be 0..${MAX_ALLOW_AS_IN}, got ${JSON.stringify(n)}`);
+    allowAsIn = n as number;
+  }
+  const asOpts = (x: { allowAsIn?: number; localAsn?: number }) => {
+    if (allowAsIn > 0) x.allowAsIn = allowAsIn;
+    if (localAs !== undefined) x.localAsn = localAs;
+  };
   if (spec.peerSelector !== undefined) {
     if (spec.peerIP !== undefined) return ctx.fail('peerSelector', 'give peerIP or peerSelector, not both');
     const sp: SelectorPeer = { name, peerSelector: String(spec.peerSelector), port: 179, holdTime, gracefulRestart: restart };
@@ -414,6 +426,7 @@ function importPeer(
     }
     if (mode === 'Self') sp.nextHopSelf = true;
     Object.assign(sp, security);
+    asOpts(sp);
     out.selectorPeers.push(sp);
     if (filterNames.length) withFilters.push({ peer: sp, names: filterNames, ctx });
     return;
@@ -448,6 +461,7 @@ function importPeer(
   };
   if (mode === 'Self') peer.nextHopSelf = true;
   Object.assign(peer, security);
+  asOpts(peer);
   if (spec.sourceAddress !== 'None') {
     const mine = address.includes(':') ? nodeIPs.ipv6 : nodeIPs.ipv4;
     if (mine) peer.localAddress = mine.split('/')[0];

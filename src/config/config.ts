@@ -9,6 +9,8 @@ import { checkEtcdSecurity, isEtcdUrl, type EtcdSecurity, type SecretSource } fr
 import { Checker, isPlainObject, show, type ConfigIssue, type Path } from './check.ts';
 import { HARDENING_PEER_FIELDS, maxPrefixes, peerSecurityFields, secretSource } from './peer-hardening.ts';
 import { bfdField } from './bfd.ts';
+import { COMMUNITY_BGP_FIELDS, bgpCommunities } from './communities.ts';
+import { AS_PEER_FIELDS, peerAsOptions } from './peer-as.ts';
 import { nodeBgpSection } from './node-bgp.ts';
 import { checkHnsAgainst, HNS_FIELDS, hnsDataplane } from './hns.ts';
 import type {
@@ -224,7 +226,7 @@ function prefixRule(c: Checker, path: Path, v: unknown): PrefixRule | undefined 
   return r;
 }
 
-const PEER_FIELDS = ['address', 'asn', 'port', 'families', 'holdTime', 'passive', 'gracefulRestart', 'import', 'export', ...HARDENING_PEER_FIELDS, 'bfd'] as const;
+const PEER_FIELDS = ['address', 'asn', 'port', 'families', 'holdTime', 'passive', 'gracefulRestart', 'import', 'export', ...HARDENING_PEER_FIELDS, 'bfd', ...AS_PEER_FIELDS] as const;
 
 function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart | false): PeerConfig | undefined {
   const o = c.object(path, v, PEER_FIELDS, ['address', 'asn']);
@@ -269,10 +271,13 @@ function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart 
     if (bfd === undefined) return undefined;
     if (bfd) p.bfd = bfd;
   }
+  const asOpts = peerAsOptions(c, path, o);
+  if (asOpts === undefined) return undefined;
+  Object.assign(p, asOpts);
   return p;
 }
 
-const BGP_FIELDS = ['asn', 'routerId', 'listen', 'gracefulRestart', 'peers', 'announce', 'nodeToNodeMeshEnabled'] as const;
+const BGP_FIELDS = ['asn', 'routerId', 'listen', 'gracefulRestart', 'peers', 'announce', 'nodeToNodeMeshEnabled', ...COMMUNITY_BGP_FIELDS] as const;
 
 function bgpSection(c: Checker, v: unknown): BgpConfig | undefined {
   const o = c.object(['bgp'], v, BGP_FIELDS, ['asn', 'routerId']);
@@ -312,6 +317,7 @@ function bgpSection(c: Checker, v: unknown): BgpConfig | undefined {
     announce: [...new Set(announce)],
   };
   if (mesh !== undefined) out.nodeToNodeMeshEnabled = mesh;
+  Object.assign(out, bgpCommunities(c, o));
   return out;
 }
 

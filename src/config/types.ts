@@ -86,6 +86,10 @@ export interface PeerConfig {
   ttlSecurity?: number;
   /** BFD (RFC 5880/5881) with this peer; absent = none (src/bfd/). */
   bfd?: BfdConfig;
+  /** allowas-in: accept routes with our AS in the AS_PATH up to this many times (Calico numAllowedLocalASNumbers). */
+  allowAsIn?: number;
+  /** Our AS toward this peer when not bgp.asn (Calico BGPPeer localASNumber). */
+  localAsn?: number;
 }
 
 /** peers[].bfd after validation: intervals in ms (src/config/bfd.ts has the defaults). */
@@ -121,6 +125,10 @@ export interface BgpConfig {
    * none, as calico-node reads it. Unset: bgp.asn.
    */
   clusterAsn?: number;
+  /** Named community values (Calico BGPConfiguration communities), for reference by prefixAdvertisements. */
+  communities?: { name: string; value: string }[];
+  /** Communities added to exported routes inside each CIDR, values resolved ("aa:nn" or "aa:nn:mm"). */
+  prefixAdvertisements?: { cidr: string; communities: string[] }[];
 }
 
 export interface ServiceIPs {
@@ -146,6 +154,8 @@ export interface SelectorPeerConfig {
   /** TCP-MD5 and GTSM for every peer this selector makes (Calico BGPPeer password / ttlSecurity). */
   password?: SecretSource;
   ttlSecurity?: number;
+  allowAsIn?: number;
+  localAsn?: number;
 }
 
 export type ReservationConfig =

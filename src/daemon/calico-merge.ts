@@ -56,5 +56,9 @@ export function applyCalicoImport(imp: CalicoImport, path: string, to: MergeTarg
     const all = [...imp.serviceIPs.clusterIPs, ...imp.serviceIPs.externalIPs, ...imp.serviceIPs.loadBalancerIPs];
     bgp.announce = [...new Set([...bgp.announce, ...all])];
   }
+  if (imp.prefixAdvertisements) {
+    if (bgp.prefixAdvertisements?.length) warn(`${path}: BGPConfiguration prefixAdvertisements ignored: bgp.prefixAdvertisements in the config is used`);
+    else bgp.prefixAdvertisements = imp.prefixAdvertisements;
+  }
   if (imp.selectorPeers.length) bgp.selectorPeers = [...(bgp.selectorPeers ?? []), ...imp.selectorPeers];
 }

@@ -536,7 +536,7 @@ export class Daemon {
     const describe = (prefix: Prefix, best: { source: string; attrs: Parameters<typeof describeAttrs>[0] }) => {
       const a = describeAttrs(best.attrs, true);
       return { prefix: formatPrefix(prefix), source: best.source, nextHop: best.attrs.nextHop ? formatIP(best.attrs.nextHop) : null,
-        asPath: a.AS_PATH ?? '', origin: a.ORIGIN ?? null };
+        asPath: a.AS_PATH ?? '', origin: a.ORIGIN ?? null, communities: [...(a.COMMUNITIES ?? []) as string[], ...(a.LARGE_COMMUNITY ?? []) as string[]] };
     };
     if (q.lpm) {
       const r = rib.lpm(parseIP(q.lpm));

@@ -40,15 +40,14 @@ t.test('unknown kinds and misspelled fields refuse the whole file, naming file, 
 
 t.test('warned fields say why; defaults stay quiet', async (t) => {
   const r = importCalico([
-    doc('BGPPeer', '  peerIP: 10.0.0.1\n  asNumber: 65001\n  numAllowedLocalASNumbers: 2\n  ttlSecurity: 0\n'),
+    doc('BGPPeer', '  peerIP: 10.0.0.1\n  asNumber: 65001\n  numAllowedLocalASNumbers: 0\n  ttlSecurity: 0\n'),
     doc('IPAMConfiguration', '  strictAffinity: true\n  kubeVirtVMAddressPersistence: Enabled\n  ipCooldownSeconds: 30\n', 'default'),
-    doc('BGPConfiguration', '  logSeverityScreen: Info\n  communities: [{ name: c, value: "64512:100" }]\n', 'default'),
+    doc('BGPConfiguration', '  logSeverityScreen: Info\n  serviceLoadBalancerAggregation: Disabled\n', 'default'),
   ].join('---\n'), 'w.yaml', 'n');
   const w = r.warnings.join('\n');
-  t.match(w, /numAllowedLocalASNumbers: 2 ignored: allowas-in is not implemented/);
   t.match(w, /kubeVirtVMAddressPersistence: "Enabled" ignored/);
-  t.match(w, /communities: .* ignored: communities on export are not implemented yet/);
-  t.notMatch(w, /ttlSecurity|logSeverityScreen/, 'default values need no warning');
+  t.match(w, /serviceLoadBalancerAggregation: "Disabled" ignored/);
+  t.notMatch(w, /ttlSecurity|logSeverityScreen|numAllowedLocalASNumbers/, 'default values need no warning');
   t.equal(r.ipam.ipCooldownSeconds, 30, 'ipCooldownSeconds is honoured');
 });
 
@@ -75,7 +74,9 @@ t.test('honoured BGPPeer fields: sourceAddress, keepaliveTime, nextHopMode, loca
   t.same(r.selectorPeers, [{ name: 'rr', peerSelector: "route-reflector == 'true'", nodeSelector: 'all()', port: 179, holdTime: 90, gracefulRestart: { restartTime: 120 } }]);
   t.equal(r.listenPort, 1179);
   t.equal(r.nodeToNodeMeshEnabled, false);
-  t.throws(() => importCalico(text.replace('localASNumber: 64512', 'localASNumber: 65500'), 'h.yaml', 'n'), { message: /localASNumber: 65500 differs from the node's AS 64512/ });
+  const other = importCalico(text.replace('localASNumber: 64512', 'localASNumber: 65500\n  numAllowedLocalASNumbers: 2'), 'h.yaml', 'n');
+  t.match(other.peers[0], { localAsn: 65500, allowAsIn: 2 }, 'localASNumber and numAllowedLocalASNumbers become peer localAsn and allowAsIn');
+  t.throws(() => importCalico(text.replace('localASNumber: 64512', 'numAllowedLocalASNumbers: -1'), 'h.yaml', 'n'), { message: /spec\.numAllowedLocalASNumbers: must be 0\.\.255, got -1/ });
   t.throws(() => importCalico(text.replace('filters: [f1]', 'filters: [f2]'), 'h.yaml', 'n'), { message: /spec\.filters\[0\]: no BGPFilter named "f2"/ });
 });
 
@@ -95,4 +96,13 @@ t.test('service IPs: every range, canonical; a bad one names its index', async (
   t.same(r.serviceIPs, { clusterIPs: ['10.96.0.0/12', 'fd00:96::/112'], externalIPs: ['192.0.2.0/24'], loadBalancerIPs: ['198.51.100.7/32'] });
   t.throws(() => importCalico(doc('BGPConfiguration', '  serviceExternalIPs: [{ cidr: 192.0.2.0/24 }, { cidr: 192.0.2.1/24 }]\n', 'default'), 's.yaml', 'n'),
     { message: /spec\.serviceExternalIPs\[1\]: .*host bits/ });
+});
+
+t.test('BGPConfiguration communities and prefixAdvertisements: names resolved, bad ones refused with the field', async (t) => {
+  const r = importCalico(doc('BGPConfiguration', '  communities:\n    - { name: bgp-large-community, value: "63400:300:100" }\n' +
+    '  prefixAdvertisements:\n    - { cidr: 172.218.4.0/26, communities: [bgp-large-community, "63400:120"] }\n', 'default'), 'c.yaml', 'n');
+  t.same(r.prefixAdvertisements, [{ cidr: '172.218.4.0/26', communities: ['63400:300:100', '63400:120'] }], "Calico's documented example");
+  t.same(r.warnings, [], 'honoured: no warning');
+  t.throws(() => importCalico(doc('BGPConfiguration', '  prefixAdvertisements:\n    - { cidr: 10.0.0.0/16, communities: [missing] }\n', 'default'), 'c.yaml', 'n'),
+    { message: /c\.yaml: document 1 \(BGPConfiguration default\): spec\.prefixAdvertisements\[0\]\.communities\[0\]: "missing" is neither a value .*\(line \d+\)/ });
 });

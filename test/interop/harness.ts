@@ -124,6 +124,8 @@ export interface Announcement {
   communities?: string[]; // 'a:b'
   largeCommunities?: string[]; // 'a:b:c'
   med?: number;
+  /** GoBGP only: an AS_PATH for the route as originated (the peer's own AS is prepended on eBGP export). */
+  asPath?: number[];
 }
 
 export interface PeerOptions {
@@ -1159,6 +1161,7 @@ class GobgpPeer extends BasePeer {
     if (a.communities?.length) args.push('community', a.communities.join(','));
     if (a.largeCommunities?.length) args.push('large-community', a.largeCommunities.join(','));
     if (a.med !== undefined) args.push('med', String(a.med));
+    if (a.asPath?.length) args.push('aspath', a.asPath.join(' '));
     await this.gobgp(args);
   }
 

@@ -32,6 +32,8 @@ export interface OurPeer {
   maxPrefixes?: number | { ipv4?: number; ipv6?: number; warningPercent?: number; restart?: number };
   password?: { file: string } | { env: string };
   ttlSecurity?: number;
+  allowAsIn?: number;
+  localAsn?: number;
 }
 
 export interface OurConfig {
@@ -40,6 +42,8 @@ export interface OurConfig {
   gracefulRestart?: { restartTime: number } | false;
   peers: OurPeer[];
   announce?: string[];
+  communities?: { name: string; value: string }[];
+  prefixAdvertisements?: { cidr: string; communities: string[] }[];
 }
 
 /** The parts of /peers entries the tests read. */
