@@ -5,6 +5,8 @@
 // all; a sample of the session-ending ones is sent one at a time and must bring back exactly the NOTIFICATION the
 // decoder named, after which the fuzzed peer is re-added (a fresh FSM, so damping does not slow the run).
 // Heap use is sampled to show it stays bounded.
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { Speaker, type SpeakerConfig, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
 import { decodeMessage, type DecodeOptions } from '../../src/bgp/codec/index.ts';
 import { mulberry32 } from '../../src/rib/tablegen.ts';
@@ -23,11 +25,13 @@ export interface LiveFuzzReport {
   unexpectedDown: number;
   bystanderFlaps: number;
   outcomes: Record<string, number>;
-  /** heapUsed in MB after the first batch and at the end (after a GC when --expose-gc is on). */
+  /** heapUsed in MB after the first batch and at the end, each after a full GC. */
   heapStartMB: number;
   heapEndMB: number;
   /** heapUsed in MB (after a GC when possible) every `sampleEvery` messages written: flat when memory is bounded. */
   heapSamplesMB: number[];
+  /** Routes in the RIB at each heap sample: what the peer legitimately made us hold (part of the heap). */
+  ribRoutesSamples: number[];
   ribRoutes: number;
   examples: string[];
 }
@@ -50,7 +54,7 @@ export async function fuzzLive(n: number, seed = 1, opts: { maxResets?: number; 
   await s.start();
   const rep: LiveFuzzReport = {
     generated: 0, sentSurvivable: 0, sentResetting: 0, wrongNotification: 0, unexpectedDown: 0, bystanderFlaps: 0,
-    outcomes: {}, heapStartMB: 0, heapEndMB: 0, heapSamplesMB: [], ribRoutes: 0, examples: [],
+    outcomes: {}, heapStartMB: 0, heapEndMB: 0, heapSamplesMB: [], ribRoutesSamples: [], ribRoutes: 0, examples: [],
   };
   const status = (addr: string) => s.peers().find((p) => p.address === addr)!;
   const connect = async (addr: string, asn: number): Promise<RawPeer> => {
@@ -79,8 +83,9 @@ export async function fuzzLive(n: number, seed = 1, opts: { maxResets?: number; 
     peer.received.length = 0;
     if (rep.sentSurvivable >= nextSample) {
       nextSample += sampleEvery;
-      (globalThis as { gc?: () => void }).gc?.();
+      fullGc();
       rep.heapSamplesMB.push(heapMB());
+      rep.ribRoutesSamples.push(s.rib.size);
     }
     if (status(FUZZ).state !== 'Established') {
       rep.unexpectedDown++;
@@ -128,13 +133,16 @@ export async function fuzzLive(n: number, seed = 1, opts: { maxResets?: number; 
       }
       peer = await reAdd();
     }
-    if (i === BATCH) rep.heapStartMB = heapMB();
+    if (i === BATCH) {
+      fullGc();
+      rep.heapStartMB = heapMB();
+    }
     if (opts.onProgress && (i + 1) % 50_000 === 0) opts.onProgress(rep.sentSurvivable);
   }
   await flush();
   rep.bystanderFlaps = status(BYSTANDER).flaps + (status(BYSTANDER).state === 'Established' ? 0 : 1);
   rep.ribRoutes = s.rib.size;
-  (globalThis as { gc?: () => void }).gc?.();
+  fullGc();
   rep.heapEndMB = heapMB();
   if (rep.heapStartMB === 0) rep.heapStartMB = rep.heapEndMB;
   peer.close();
@@ -144,5 +152,18 @@ export async function fuzzLive(n: number, seed = 1, opts: { maxResets?: number; 
 }
 
 function heapMB(): number {
-  return Math.round(process.memoryUsage().heapUsed / 1048576);
+  return Math.round((process.memoryUsage().heapUsed / 1048576) * 10) / 10;
+}
+
+let gcFn: (() => void) | undefined;
+/** A full GC, with or without --expose-gc (tests run without it): the flag can be set at run time for a new context. */
+function fullGc(): void {
+  if (!gcFn) {
+    gcFn = (globalThis as { gc?: () => void }).gc;
+    if (!gcFn) {
+      setFlagsFromString('--expose-gc');
+      gcFn = runInNewContext('gc') as () => void;
+    }
+  }
+  gcFn();
 }
