@@ -623,6 +623,7 @@ export class Ipam {
   private async needsHostReservation(affine: AffineSet, pool: Pool, os: Host['os']): Promise<boolean> {
     const k = pool.reservation.kind;
     if (k !== 'perHost' && !(os === 'windows' && (k === 'auto' || k === 'perBlock'))) return false;
+    if (os === 'windows' && k === 'auto' && this.ds.layout.windowsHostInEveryBlock) return true;
     const prefix = pfx(pool.cidr);
     for (const ref of affine.refs) {
       if (!prefixContainsPrefix(prefix, ref.prefix)) continue;

@@ -31,6 +31,11 @@ export interface LayoutKeys {
 export interface Layout {
   readonly name: LayoutName;
   readonly keys: LayoutKeys;
+  /**
+   * Every Windows block reserves what a host's first block does (Calico: 0, 1, 2 and last in each, as calico-node's
+   * Windows IPAM makes them; its blocks have no field to say which one is first).
+   */
+  readonly windowsHostInEveryBlock?: boolean;
   /** Where else a host may be registered (Calico: its Node resources), read when keys.host(name) is absent. */
   readonly nodes?: { prefix: string; key: (name: string) => string };
   /** The block CIDR a key under keys.blocks names. */

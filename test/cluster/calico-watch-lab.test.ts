@@ -1,5 +1,6 @@
 // A BGPPeer written to Calico's etcd brings a session up with a real BIRD, and deleting it tears the session down;
-// adding another BGPPeer meanwhile leaves the BIRD session alone (only the changed sessions are touched). As root:
+// a BGPFilter on it is applied and re-applied live (BIRD loses and regains the route it rejects); adding another
+// BGPPeer meanwhile leaves the BIRD session alone (only the changed sessions are touched). As root:
 // a blockspeaker daemon on ipam.layout calico, no peer in its config, BIRD in its own namespace on the lab segment.
 //
 // Needs root, bird2, iproute2, etcd; interopGate/etcdGate with REQUIRE_PEERS=1 decide skip vs fail.
@@ -50,15 +51,29 @@ ipc: { path: ${sock} }
     } catch (e) {
       throw await fail(e);
     }
-    const up = (await peers()).find((p) => p.address === tor.ip)!;
-    t.equal(up.state, 'Established');
+    t.equal((await peers()).find((p) => p.address === tor.ip)!.state, 'Established');
+
+    // A BGPFilter on the peering: re-applied live, BIRD loses the rejected route and gets it back with the rule gone.
+    const filter = (rules: unknown[]) => JSON.stringify({ kind: 'BGPFilter', apiVersion: 'projectcalico.org/v3', metadata: { name: 'no-10-99' }, spec: { exportV4: rules } });
+    await lab.etcdctl('put', `${V3}bgpfilters/no-10-99`, filter([{ action: 'Reject', matchOperator: 'Equal', cidr: '10.99.0.0/24' }]));
+    await lab.etcdctl('put', `${V3}bgppeers/tor`, JSON.stringify({ ...JSON.parse(peer('tor', tor.ip, 65001)), spec: { peerIP: tor.ip, asNumber: 65001, filters: ['no-10-99'] } }));
+    try {
+      await waitFor(async () => !/10\.99\.0\.0\/24/.test(await birdc('show', 'route', 'protocol', 'bs')), { what: 'BIRD: route filtered out', timeoutMs: 60_000 });
+      await lab.etcdctl('put', `${V3}bgpfilters/no-10-99`, filter([]));
+      await waitFor(async () => /10\.99\.0\.0\/24/.test(await birdc('show', 'route', 'protocol', 'bs')), { what: 'BIRD: route back once the rule is gone', timeoutMs: 60_000 });
+      await waitFor(async () => /bs\s+BGP.*Established/.test(await birdc('show', 'protocols')), { what: 'BIRD: session Established', timeoutMs: 60_000 });
+    } catch (e) {
+      throw await fail(e);
+    }
+    const filtered = (await peers()).find((p) => p.address === tor.ip)!;
+    t.equal(filtered.state, 'Established', 'filters re-applied, session up');
 
     // Another BGPPeer: the BIRD session is not touched.
     await lab.etcdctl('put', `${V3}bgppeers/other`, peer('other', '10.77.0.99', 65002));
     await waitFor(async () => (await peers()).some((p) => p.address === '10.77.0.99'), { what: 'second peer added', timeoutMs: 30_000 });
     const still = (await peers()).find((p) => p.address === tor.ip)!;
     t.equal(still.state, 'Established', 'BIRD session still up');
-    t.equal(still.since, up.since, 'and never re-established');
+    t.equal(still.since, filtered.since, 'and never re-established');
 
     await lab.etcdctl('del', `${V3}bgppeers/tor`);
     try {

@@ -2,7 +2,8 @@
 // key and the fix), starts once it is on, allocates over IPC from its Calico-made block, and /ipam/config says which
 // IPAM settings are in force (and that an applied IPAMConfiguration which differs is not).
 import t from 'tap';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
+import { spawnRun } from '../lib/daemon.ts';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -47,14 +48,7 @@ ipc: { path: ${sock} }
   t.match(r2.stderr, /ipam\.layout: calico shares Calico's etcd with calico-node, so ipam\.store must be etcd:\/\//);
 
   await store.put(ipamConfig(true).key, ipamConfig(true).value);
-  const child = spawn(process.execPath, [bin, 'run', '-c', file, '--run-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'], env });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d));
-  const exited = new Promise((r) => child.once('exit', r));
-  t.teardown(async () => {
-    child.kill('SIGTERM');
-    await exited;
-  });
+  const run = spawnRun(file, dir, t);
   const get = async (path: string) => (await fetch(`http://127.0.0.1:${statusPort}${path}`)).json();
   const cfg = await waitFor('status up', async () => get('/ipam/config').catch(() => undefined), 30_000, 100);
   t.equal(cfg.layout, 'calico');
@@ -63,6 +57,6 @@ ipc: { path: ${sock} }
   t.same(cfg.resource.differs, ['strictAffinity']);
   t.match(cfg.warning, /IPAMConfiguration default sets strictAffinity differently from \/calico\/ipam\/v2\/config/);
   const reply = (await ipcRequest(sock, 'ipam.assign', { handle: 'k8s-pod-network.cid1', num4: 1 })) as AssignReply;
-  t.same(reply.ips.map((a) => a.ip), ['10.244.0.131'], `the first address after Calico's reservation (${stderr.slice(-500)})`);
+  t.same(reply.ips.map((a) => a.ip), ['10.244.0.131'], `the first address after Calico's reservation (${run.stderr().slice(-500)})`);
   t.ok(await store.get('/calico/ipam/v2/handle/k8s-pod-network.cid1'), 'Calico handle written');
 });

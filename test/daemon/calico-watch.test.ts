@@ -4,7 +4,7 @@
 // an IPAMConfiguration that differs from /calico/ipam/v2/config is reported in /status, and bad versions are
 // refused by key and field while the last good one stays in force.
 import t from 'tap';
-import { spawn } from 'node:child_process';
+import { spawnRun } from '../lib/daemon.ts';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,8 +13,6 @@ import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
 import { freePort, waitFor } from '../lib/wait.ts';
 import { calicoCluster } from '../ipam/calico-fixtures.ts';
 
-const bin = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
-const env = { ...process.env, BLOCKSPEAKER_FROM_SOURCE: '1' };
 const V3 = '/calico/resources/v3/projectcalico.org/';
 const res = (kind: string, name: string, spec: Record<string, unknown>) =>
   JSON.stringify({ kind, apiVersion: 'projectcalico.org/v3', metadata: { name, uid: `uid-${name}`, creationTimestamp: '2026-11-25T10:00:00Z' }, spec });
@@ -44,18 +42,11 @@ ipam: { store: "${etcd.url}", layout: calico }
 dataplane: { kind: none }
 status: { listen: "127.0.0.1:${statusPort}" }
 `);
-  const child = spawn(process.execPath, [bin, 'run', '-c', file, '--run-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'], env });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d));
-  const exited = new Promise((r) => child.once('exit', r));
-  t.teardown(async () => {
-    child.kill('SIGTERM');
-    await exited;
-  });
+  const run = spawnRun(file, dir, t);
   const get = async (path: string) => (await fetch(`http://127.0.0.1:${statusPort}${path}`)).json();
   const peers = async (): Promise<Peer[]> => get('/peers');
   const until = <T>(what: string, fn: () => Promise<T | undefined | false>) => waitFor(what, fn, 90_000, 100).catch((e) => {
-    throw new Error(`${(e as Error).message}\n${stderr.slice(-2000)}`);
+    throw new Error(`${(e as Error).message}\n${run.stderr().slice(-2000)}`);
   });
 
   // At start: the etcd peer is there with the configured one, and the mesh peers to the fixture's nodes.
@@ -122,5 +113,5 @@ status: { listen: "127.0.0.1:${statusPort}" }
   t.same(st.ipamConfig.differs, ['strictAffinity']);
   t.equal(st.ipamConfig.inForce, '/calico/ipam/v2/config');
   t.match(st.ipamConfig.warning, /IPAMConfiguration default sets strictAffinity differently/);
-  t.match(stderr, /etcd: BGPPeer tor-b deleted/, 'logged');
+  t.match(run.stderr(), /etcd: BGPPeer tor-b deleted/, 'logged');
 });

@@ -6,16 +6,12 @@
 // daemon creates carries Calico's reservation too (0, 1, 2 and last, as calico-node's Windows IPAM makes them), so
 // calicoctl sees each as "reserved for Windows"; no pod gets a reserved address; `ipam check` is clean.
 import t from 'tap';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pino } from 'pino';
-import { parseConfig } from '../../src/config/config.ts';
-import { Daemon } from '../../src/daemon/daemon.ts';
-import { FakeHns } from '../../src/hns/fake.ts';
 import { endpointAddresses, subnetsOf } from '../../src/hns/model.ts';
-import type { HnsReconciler } from '../../src/hns/reconcile.ts';
 import { runCni } from '../../src/cni/plugin.ts';
+import { startHnsDaemon } from '../lib/daemon.ts';
 import { ipAt, parseIP, parsePrefix, prefixContainsIP } from '../../src/net/ip.ts';
 import { openStore } from '../../src/store/open.ts';
 import { calicoKeys, decodeBlock, isWindowsReserved } from '../../src/ipam/calico/model.ts';
@@ -76,14 +72,7 @@ dataplane: { kind: hns, mode: l2bridge, network: cbr0, adapter: Ethernet, ownedP
 status: { listen: "127.0.0.1:0" }
 ipc: { path: ${sock} }
 `;
-  writeFileSync(file, text);
-  const fake = new FakeHns();
-  const d = new Daemon({ file, config: parseConfig(text, file), log: pino({ level: 'silent' }), version: 'test', fakeHns: fake });
-  await d.start();
-  t.teardown(() => d.stop({ restart: false } as never));
-  const reconciler = (d as unknown as { hns: { reconciler: HnsReconciler } }).hns.reconciler;
-  const port = d.status.address()!.port;
-  const get = async (path: string) => (await fetch(`http://127.0.0.1:${port}${path}`)).text();
+  const { fake, reconciler, get } = await startHnsDaemon(file, text, t);
   const netconf = JSON.stringify({ cniVersion: '1.0.0', name: 'cbr0', type: 'win-bridge', ipam: { type: 'blockspeaker-cni', socket: sock } });
   const blockOf = (ip: string) => parsePrefix(`${ip.split('.').slice(0, 3).join('.')}.${Number(ip.split('.')[3]) & ~15}/28`).toString();
 

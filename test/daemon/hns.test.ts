@@ -5,16 +5,12 @@
 // which creates each pod's endpoint after the IPAM plugin answers); the CNI plugin's own code talks to it over the
 // real control socket.
 import t from 'tap';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pino } from 'pino';
-import { parseConfig } from '../../src/config/config.ts';
-import { Daemon } from '../../src/daemon/daemon.ts';
-import { FakeHns } from '../../src/hns/fake.ts';
 import { endpointAddresses, subnetsOf } from '../../src/hns/model.ts';
-import type { HnsReconciler } from '../../src/hns/reconcile.ts';
 import { runCni } from '../../src/cni/plugin.ts';
+import { startHnsDaemon } from '../lib/daemon.ts';
 import { ipAt, parseIP, parsePrefix, prefixContainsIP } from '../../src/net/ip.ts';
 
 const dir = mkdtempSync(join(tmpdir(), `bs-hns-daemon-${process.pid}-`));
@@ -32,14 +28,7 @@ dataplane: { kind: hns, mode: l2bridge, network: cbr0, adapter: Ethernet, ownedP
 status: { listen: "127.0.0.1:0" }
 ipc: { path: ${sock} }
 `;
-  writeFileSync(file, text);
-  const fake = new FakeHns();
-  const d = new Daemon({ file, config: parseConfig(text, file), log: pino({ level: 'silent' }), version: 'test', fakeHns: fake });
-  await d.start();
-  t.teardown(() => d.stop({ restart: false } as never));
-  const reconciler = (d as unknown as { hns: { reconciler: HnsReconciler } }).hns.reconciler;
-  const port = d.status.address()!.port;
-  const get = async (path: string) => (await fetch(`http://127.0.0.1:${port}${path}`)).text();
+  const { fake, reconciler, get } = await startHnsDaemon(file, text, t);
 
   const netconf = (id: string) => JSON.stringify({ cniVersion: '1.0.0', name: 'cbr0', type: 'win-bridge', ipam: { type: 'blockspeaker-cni', socket: sock } });
   const cni = async (cmd: 'ADD' | 'DEL', id: string) => {

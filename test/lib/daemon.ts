@@ -4,6 +4,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pino } from 'pino';
+import { parseConfig } from '../../src/config/config.ts';
+import { Daemon } from '../../src/daemon/daemon.ts';
+import { FakeHns } from '../../src/hns/fake.ts';
+import type { HnsReconciler } from '../../src/hns/reconcile.ts';
 import { freePort, waitFor } from './wait.ts';
 
 const bin = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
@@ -89,4 +94,38 @@ ipc: { path: ${socket} }
     throw new Error(`${e.message}\n${text.split('\n').slice(-20).join('\n')}`);
   });
   return d;
+}
+
+/**
+ * `blockspeaker run -c FILE` from the sources, stopped (SIGTERM) on teardown; `stderr()` is what it logged so far.
+ * For tests that write their own config (Calico's layout on etcd, ...).
+ */
+export function spawnRun(file: string, runDir: string, t: { teardown(fn: () => unknown): unknown }): { child: ChildProcess; stderr(): string } {
+  const child = spawn(process.execPath, [bin, 'run', '-c', file, '--run-dir', runDir], {
+    stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, BLOCKSPEAKER_FROM_SOURCE: '1' },
+  });
+  let text = '';
+  child.stderr!.on('data', (d: Buffer) => (text += d));
+  const exited = new Promise((r) => child.once('exit', r));
+  t.teardown(async () => {
+    child.kill('SIGTERM');
+    await exited;
+  });
+  return { child, stderr: () => text };
+}
+
+/**
+ * A daemon in this process with the HNS dataplane on an in-memory fake the test holds (to play win-bridge, which
+ * creates each pod's endpoint after the IPAM plugin answers), from config `text` written to `file`.
+ */
+export async function startHnsDaemon(file: string, text: string, t: { teardown(fn: () => unknown): unknown }) {
+  writeFileSync(file, text);
+  const fake = new FakeHns();
+  const d = new Daemon({ file, config: parseConfig(text, file), log: pino({ level: 'silent' }), version: 'test', fakeHns: fake });
+  await d.start();
+  t.teardown(() => d.stop({ restart: false } as never));
+  const reconciler = (d as unknown as { hns: { reconciler: HnsReconciler } }).hns.reconciler;
+  const port = d.status.address()!.port;
+  const get = async (path: string) => (await fetch(`http://127.0.0.1:${port}${path}`)).text();
+  return { d, fake, reconciler, get };
 }

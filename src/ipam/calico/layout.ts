@@ -228,6 +228,7 @@ export function calicoLayout(opts: CalicoLayoutOptions = {}): Layout {
     name: 'calico',
     keys: calicoLayoutKeys,
     nodes: { prefix: resourceKeys.nodes, key: resourceKeys.node },
+    windowsHostInEveryBlock: true,
     blockCidrOfKey,
     decodeConfig: (kv) => configToOurs(kv ? decodeIpamConfig(kv.key, kv.value) : CALICO_DEFAULT),
     encodeConfig(c, prev) {
