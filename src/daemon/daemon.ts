@@ -58,6 +58,8 @@ export interface DaemonOptions {
   fakeHns?: FakeHns;
   /** HNS dataplane: use the in-memory fake even on Windows. */
   dryRun?: boolean;
+  /** HNS: how long a CNI ADD waits for its ip-subnet (tests; default 8 s). */
+  hnsSubnetWaitMs?: number;
   startedAt?: number;
   /** OS differences (default: this machine's). */
   platform?: Platform;
@@ -317,6 +319,8 @@ export class Daemon {
         log: (msg, f) => this.log.info(f ?? {}, msg),
         // HNS: the CNI result's gateway is the one HNS holds (README "HNS addressing").
         ...(this.cfg.dataplane.kind === 'hns' ? { dataplaneGateway: (pool, family) => this.hns ? this.hns.gateway(pool, family) : Promise.resolve(null) } : {}),
+        // HNS: a CNI result only once HNS holds the address's ip-subnet (a fresh block's is added by the next pass).
+        ...(this.cfg.dataplane.kind === 'hns' ? { dataplaneReady: (ips) => this.hns ? this.hns.awaitProgrammed(ips) : Promise.resolve() } : {}),
       }) : {}),
       'show.peers': () => this.speaker?.peers() ?? [],
       'show.routes': (p: { prefix?: string; lpm?: string }) => this.routes(p),
@@ -400,6 +404,7 @@ export class Daemon {
       // Overlay: nodes publish their PA and DR MAC in the IPAM store, in its layout (Calico's Node resource there).
       vtep: this.ipam ? { store: this.ipam.store, layout: vtepLayoutFor(this.cfg.ipam?.layout) } : undefined,
       platform, // dataplane.cni: the conflist goes through its atomic replace
+      subnetWaitMs: this.opts.hnsSubnetWaitMs,
       onPass: (r) => {
         if (r.ok) {
           this.readiness.dataplane = true;
@@ -530,7 +535,8 @@ export class Daemon {
       dataplaneErrors: () => this.dataplaneErrors,
       dataplaneLastSuccess: () => this.dataplaneLastSuccess,
       ready: () => this.ready().ready,
-      hns: () => ({ leakedRemoved: this.hns?.leakedRemoved ?? 0, orphansReleased: this.hns?.orphansReleased ?? 0, workerTimeouts: this.hns?.workerStats()?.timeouts ?? 0 }),
+      hns: () => ({ leakedRemoved: this.hns?.leakedRemoved ?? 0, orphansReleased: this.hns?.orphansReleased ?? 0, workerTimeouts: this.hns?.workerStats()?.timeouts ?? 0,
+        subnetWaits: this.hns?.subnetWaits.waited ?? 0, subnetWaitTimeouts: this.hns?.subnetWaits.timeouts ?? 0 }),
       blockUsage: async () => (this.ipam ? this.blockUsage(this.cfg.node.name) : []),
       nodeInfo: () => {
         const b = this.cfg.bgp;
