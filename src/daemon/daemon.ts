@@ -18,7 +18,7 @@ import { HNS_DEFAULT_NETWORK } from '../hns/limits.ts';
 import type { HnsExecutor } from '../hns/model.ts';
 import { PowerShellExecutor, processRunner } from '../hns/powershell.ts';
 import { findWorkerScript, powershellWorker, type ScriptWorker } from '../hns/worker.ts';
-import { HnsDataplane } from './hns.ts';
+import { HnsDataplane, fakeFromSeed } from './hns.ts';
 import { vtepLayoutFor } from '../cluster/vtep.ts';
 import { Ipam } from '../ipam/ipam.ts';
 import type { BlockInfo, Pool } from '../ipam/types.ts';
@@ -395,7 +395,7 @@ export class Daemon {
       worker = script ? powershellWorker(script) : undefined;
       executor = new PowerShellExecutor({ runner: worker ?? processRunner({ spawn: platform.spawn }), network, module: dp.module, interfaceAlias });
     } else {
-      fake = this.opts.fakeHns ?? new FakeHns();
+      fake = this.opts.fakeHns ?? fakeFromSeed(platform.env.BLOCKSPEAKER_HNS_FAKE_SEED, this.log);
       executor = new FakeExecutor(fake);
       this.log.warn('dataplane hns: using the in-memory fake HNS (not Windows, or --dry-run); nothing is programmed');
     }

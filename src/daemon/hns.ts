@@ -8,7 +8,8 @@ import type { Ipam } from '../ipam/ipam.ts';
 import type { Family } from '../net/ip.ts';
 import type { Rib } from '../rib/rib.ts';
 import { type DesiredState, type HnsConfig, type RemoteRoute, RemoteRouteTable, buildDesired, isHostEndpointName } from '../hns/desired.ts';
-import type { FakeHns } from '../hns/fake.ts';
+import { FakeHns } from '../hns/fake.ts';
+import { readFileSync } from 'node:fs';
 import { readIpamView, type IpamView } from '../hns/ipam-view.ts';
 import { HNS_DEFAULT_NETWORK } from '../hns/limits.ts';
 import { type HnsExecutor, type HnsSnapshot, endpointAddresses } from '../hns/model.ts';
@@ -371,4 +372,21 @@ export class HnsDataplane {
       hns: this.o.fake ? this.o.fake.snapshot() : this.lastActual,
     };
   }
+}
+
+/**
+ * The in-memory HNS for --dry-run and non-Windows runs. Tests only: BLOCKSPEAKER_HNS_FAKE_SEED names a file of HNS
+ * JSON ({Networks, Endpoints, HostRoutes}, the `hns plan --emit-actual` form) the fake starts from, so a test can
+ * hand a packaged executable a leaked endpoint to remove. A seed that cannot be read is an error: a test asked.
+ */
+export function fakeFromSeed(seed: string | undefined, log: { warn(o: object, m: string): void }): FakeHns {
+  if (!seed) return new FakeHns();
+  let text: string;
+  try {
+    text = readFileSync(seed, 'utf8');
+  } catch (e) {
+    throw new Error(`BLOCKSPEAKER_HNS_FAKE_SEED: cannot read ${seed}: ${(e as Error).message}`);
+  }
+  log.warn({ seed }, 'dataplane hns: the in-memory fake starts from a seed file (BLOCKSPEAKER_HNS_FAKE_SEED: tests only)');
+  return FakeHns.fromSnapshot(JSON.parse(text.replace(/^\uFEFF/, '')));
 }
