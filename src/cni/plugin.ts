@@ -251,6 +251,7 @@ function daemonError(e: unknown, what: string, unreachable: number = Codes.tryAg
             return new CniError(Codes.noAddresses, `${what}: ${e.message}`);
           case 'CONTENTION':
           case 'UNKNOWN_HOST':
+          case 'NOT_READY':
             return new CniError(Codes.tryAgainLater, `${what}: ${e.message}`);
           default:
             return new CniError(Codes.internal, `${what}: ${e.message}`, e.remoteCode);

@@ -18,7 +18,7 @@ import { HNS_DEFAULT_NETWORK } from '../hns/limits.ts';
 import type { HnsExecutor } from '../hns/model.ts';
 import { PowerShellExecutor, processRunner } from '../hns/powershell.ts';
 import { findWorkerScript, powershellWorker, type ScriptWorker } from '../hns/worker.ts';
-import { HnsDataplane } from './hns.ts';
+import { HnsDataplane, fakeFromSeed } from './hns.ts';
 import { vtepLayoutFor } from '../cluster/vtep.ts';
 import { Ipam } from '../ipam/ipam.ts';
 import type { BlockInfo, Pool } from '../ipam/types.ts';
@@ -60,6 +60,8 @@ export interface DaemonOptions {
   fakeHns?: FakeHns;
   /** HNS dataplane: use the in-memory fake even on Windows. */
   dryRun?: boolean;
+  /** HNS: how long a CNI ADD waits for its ip-subnet (tests; default 8 s). */
+  hnsSubnetWaitMs?: number;
   startedAt?: number;
   /** OS differences (default: this machine's). */
   platform?: Platform;
@@ -354,6 +356,8 @@ export class Daemon {
         log: (msg, f) => this.log.info(f ?? {}, msg),
         // HNS: the CNI result's gateway is the one HNS holds (README "HNS addressing").
         ...(this.cfg.dataplane.kind === 'hns' ? { dataplaneGateway: (pool, family) => this.hns ? this.hns.gateway(pool, family) : Promise.resolve(null) } : {}),
+        // HNS: a CNI result only once HNS holds the address's ip-subnet (a fresh block's is added by the next pass).
+        ...(this.cfg.dataplane.kind === 'hns' ? { dataplaneReady: (ips) => this.hns ? this.hns.awaitProgrammed(ips) : Promise.resolve() } : {}),
       }) : {}),
       'show.peers': () => this.speaker?.peers() ?? [],
       'show.routes': (p: { prefix?: string; lpm?: string }) => this.routes(p),
@@ -428,7 +432,7 @@ export class Daemon {
       worker = script ? powershellWorker(script) : undefined;
       executor = new PowerShellExecutor({ runner: worker ?? processRunner({ spawn: platform.spawn }), network, module: dp.module, interfaceAlias });
     } else {
-      fake = this.opts.fakeHns ?? new FakeHns();
+      fake = this.opts.fakeHns ?? fakeFromSeed(platform.env.BLOCKSPEAKER_HNS_FAKE_SEED, this.log);
       executor = new FakeExecutor(fake);
       this.log.warn('dataplane hns: using the in-memory fake HNS (not Windows, or --dry-run); nothing is programmed');
     }
@@ -437,6 +441,7 @@ export class Daemon {
       // Overlay: nodes publish their PA and DR MAC in the IPAM store, in its layout (Calico's Node resource there).
       vtep: this.ipam ? { store: this.ipam.store, layout: vtepLayoutFor(this.cfg.ipam?.layout) } : undefined,
       platform, // dataplane.cni: the conflist goes through its atomic replace
+      subnetWaitMs: this.opts.hnsSubnetWaitMs,
       onPass: (r) => {
         if (r.ok) {
           this.readiness.dataplane = true;
@@ -567,7 +572,8 @@ export class Daemon {
       dataplaneErrors: () => this.dataplaneErrors,
       dataplaneLastSuccess: () => this.dataplaneLastSuccess,
       ready: () => this.ready().ready,
-      hns: () => ({ leakedRemoved: this.hns?.leakedRemoved ?? 0, orphansReleased: this.hns?.orphansReleased ?? 0, workerTimeouts: this.hns?.workerStats()?.timeouts ?? 0 }),
+      hns: () => ({ leakedRemoved: this.hns?.leakedRemoved ?? 0, orphansReleased: this.hns?.orphansReleased ?? 0, workerTimeouts: this.hns?.workerStats()?.timeouts ?? 0,
+        subnetWaits: this.hns?.subnetWaits.waited ?? 0, subnetWaitTimeouts: this.hns?.subnetWaits.timeouts ?? 0 }),
       blockUsage: async () => (this.ipam ? this.blockUsage(this.cfg.node.name) : []),
       nodeInfo: () => {
         const b = this.cfg.bgp;

@@ -8,7 +8,8 @@ import type { Ipam } from '../ipam/ipam.ts';
 import type { Family } from '../net/ip.ts';
 import type { Rib } from '../rib/rib.ts';
 import { type DesiredState, type HnsConfig, type RemoteRoute, RemoteRouteTable, buildDesired, isHostEndpointName } from '../hns/desired.ts';
-import type { FakeHns } from '../hns/fake.ts';
+import { FakeHns } from '../hns/fake.ts';
+import { readFileSync } from 'node:fs';
 import { readIpamView, type IpamView } from '../hns/ipam-view.ts';
 import { HNS_DEFAULT_NETWORK } from '../hns/limits.ts';
 import { type HnsExecutor, type HnsSnapshot, endpointAddresses, subnetsOf } from '../hns/model.ts';
@@ -18,7 +19,8 @@ import { type OverlayMissing, mergeOverlay, overlayRoutes } from '../hns/overlay
 import { type VtepLayout, checkFacts, listVteps, publishVtep } from '../cluster/vtep.ts';
 import type { Store, Watcher } from '../store/types.ts';
 import type { Platform } from '../platform/platform.ts';
-import type { Pool } from '../ipam/types.ts';
+import { IpamError, type Pool } from '../ipam/types.ts';
+import { type IP, type Prefix, parseIP, prefixContainsIP } from '../net/ip.ts';
 import { type ConflistStatus, writeConflist } from './conflist.ts';
 
 export interface HnsDataplaneOptions {
@@ -38,7 +40,21 @@ export interface HnsDataplaneOptions {
   vtep?: { store: Store; layout: VtepLayout };
   /** With dp.cni: the platform whose atomic replace writes the conflist. */
   platform?: Platform;
+  /** How long a CNI ADD waits for its block's ip-subnet to be programmed. Default 8 s (under the plugin's 15 s). */
+  subnetWaitMs?: number;
 }
+
+/** CNI ADDs that waited for their block's ip-subnet: how many, how long in all, and how many gave up. */
+export interface SubnetWaitStats {
+  /** ADDs whose ip-subnets were programmed already. */
+  ready: number;
+  /** ADDs that had to wait for a pass (a freshly claimed block). */
+  waited: number;
+  timeouts: number;
+  waitedMs: number;
+}
+
+const DEFAULT_SUBNET_WAIT_MS = 8_000;
 
 /** Handles of the node's own (gateway, parked edge addresses): never a pod's, never released here. */
 const OWN_HANDLE = /^blockspeaker-/;
@@ -65,6 +81,11 @@ export class HnsDataplane {
   private overlay: { published: string | null; problem: string | null; missing: OverlayMissing[]; remoteNodes: number } =
     { published: null, problem: null, missing: [], remoteNodes: 0 };
   private watchers: Watcher[] = [];
+  /** The ip-subnets HNS holds as of the last successful pass (what a waiting CNI ADD needs). */
+  private programmed: Prefix[] = [];
+  private passDesired: DesiredState | null = null;
+  private readonly subnetWaiters = new Set<{ ips: IP[]; done: (ok: boolean) => void }>();
+  readonly subnetWaits: SubnetWaitStats = { ready: 0, waited: 0, timeouts: 0, waitedMs: 0 };
   /** dataplane.cni: the last conflist write, and the pools it was made from. */
   private conflist: ConflistStatus | null = null;
   private conflistPools: string | null = null;
@@ -78,6 +99,9 @@ export class HnsDataplane {
       intervalMs: o.intervalMs,
       onPass: (r) => {
         if (r.ok) {
+          // Everything desired is applied: its ip-subnets now exist (until the next pass says otherwise).
+          this.programmed = (this.passDesired?.subnets ?? []).flatMap((s) => s.ipSubnets.map((x) => x.prefix));
+          this.wakeSubnetWaiters();
           for (const e of r.removedEndpoints) {
             if (isHostEndpointName(this.network, e.name)) continue;
             this.leakedRemoved++;
@@ -126,6 +150,7 @@ export class HnsDataplane {
   }
 
   stop(): void {
+    for (const w of [...this.subnetWaiters]) w.done(false); // the daemon is going: the ADD fails now, to be retried
     for (const w of this.watchers) w.close();
     this.watchers = [];
     this.unfollow?.();
@@ -205,7 +230,7 @@ export class HnsDataplane {
     if (view) held = await this.releaseOrphans(view, actual);
     // Blocks of pools the model cannot serve (view.problems) are left out: listed at /dataplane, never thrown on.
     const localBlocks = (view?.pools ?? []).flatMap((a) => a.blocks);
-    return buildDesired({ config: this.hnsConfig(view), localBlocks, remoteRoutes: await this.remoteRoutes(view), heldIPs: held });
+    return this.passDesired = buildDesired({ config: this.hnsConfig(view), localBlocks, remoteRoutes: await this.remoteRoutes(view), heldIPs: held });
   }
 
   /**
@@ -221,6 +246,48 @@ export class HnsDataplane {
     this.conflist = writeConflist(this.o.platform, cni, this.network, pools, this.now());
     if (this.conflist.outcome === 'failed') this.o.log.error({ path: this.conflist.path, err: this.conflist.error }, 'cni: cannot write the network config list');
     else this.o.log.info({ path: this.conflist.path, outcome: this.conflist.outcome }, 'cni: network config list in place');
+  }
+
+  /**
+   * A CNI ADD's wait (ipc dataplaneReady): resolves once every address lies in an ip-subnet a successful pass has
+   * programmed; a pass is asked for at once (a fresh block's claim also asks). Bounded: after subnetWaitMs it
+   * rejects with NOT_READY, the ADD fails with CNI code 11 (try again later) and the runtime retries it.
+   */
+  async awaitProgrammed(texts: readonly string[]): Promise<void> {
+    const ips = texts.map((x) => parseIP(x));
+    if (this.programmedAll(ips)) {
+      this.subnetWaits.ready++;
+      return;
+    }
+    const started = this.now();
+    const limit = this.o.subnetWaitMs ?? DEFAULT_SUBNET_WAIT_MS;
+    this.reconciler.notify();
+    let timer: NodeJS.Timeout | undefined;
+    let waiter: { ips: IP[]; done: (ok: boolean) => void } | undefined;
+    try {
+      const ok = await new Promise<boolean>((resolve) => {
+        waiter = { ips, done: resolve };
+        this.subnetWaiters.add(waiter);
+        timer = setTimeout(() => resolve(false), limit);
+      });
+      this.subnetWaits.waitedMs += Math.max(0, this.now() - started);
+      if (!ok) {
+        this.subnetWaits.timeouts++;
+        throw new IpamError('NOT_READY', `HNS has not programmed the ip-subnet of ${texts.join(', ')} within ${limit} ms (see /dataplane: lastError); try the ADD again`);
+      }
+      this.subnetWaits.waited++;
+    } finally {
+      clearTimeout(timer);
+      if (waiter) this.subnetWaiters.delete(waiter);
+    }
+  }
+
+  private programmedAll(ips: readonly IP[]): boolean {
+    return ips.every((ip) => this.programmed.some((p) => p.family === ip.family && prefixContainsIP(p, ip)));
+  }
+
+  private wakeSubnetWaiters(): void {
+    for (const w of [...this.subnetWaiters]) if (this.programmedAll(w.ips)) w.done(true);
   }
 
   /** The conflist write, for status and tests. */
@@ -292,6 +359,8 @@ export class HnsDataplane {
       addressing: this.lastView?.pools ?? [],
       addressingProblems: this.lastView?.problems ?? [],
       ...(this.o.dp.cni ? { cni: this.conflist } : {}),
+      // CNI ADDs and their block's ip-subnet (README "CNI ADD waits for its ip-subnet").
+      subnetWaits: { ...this.subnetWaits, waiting: this.subnetWaiters.size },
       ...(this.o.dp.mode === 'overlay' ? {
         overlay: {
           published: this.overlay.published,
@@ -312,4 +381,21 @@ export class HnsDataplane {
       hns: this.o.fake ? this.o.fake.snapshot() : this.lastActual,
     };
   }
+}
+
+/**
+ * The in-memory HNS for --dry-run and non-Windows runs. Tests only: BLOCKSPEAKER_HNS_FAKE_SEED names a file of HNS
+ * JSON ({Networks, Endpoints, HostRoutes}, the `hns plan --emit-actual` form) the fake starts from, so a test can
+ * hand a packaged executable a leaked endpoint to remove. A seed that cannot be read is an error: a test asked.
+ */
+export function fakeFromSeed(seed: string | undefined, log: { warn(o: object, m: string): void }): FakeHns {
+  if (!seed) return new FakeHns();
+  let text: string;
+  try {
+    text = readFileSync(seed, 'utf8');
+  } catch (e) {
+    throw new Error(`BLOCKSPEAKER_HNS_FAKE_SEED: cannot read ${seed}: ${(e as Error).message}`);
+  }
+  log.warn({ seed }, 'dataplane hns: the in-memory fake starts from a seed file (BLOCKSPEAKER_HNS_FAKE_SEED: tests only)');
+  return FakeHns.fromSnapshot(JSON.parse(text.replace(/^\uFEFF/, '')));
 }

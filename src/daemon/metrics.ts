@@ -16,7 +16,7 @@ export interface MetricsSource {
   dataplaneLastSuccess(): number | null;
   ready(): boolean;
   /** HNS dataplane counters (0 without it). */
-  hns(): { leakedRemoved: number; orphansReleased: number; workerTimeouts: number };
+  hns(): { leakedRemoved: number; orphansReleased: number; workerTimeouts: number; subnetWaits?: number; subnetWaitTimeouts?: number };
   /** This node's affine blocks with their address counts. */
   blockUsage(): Promise<Array<{ cidr: string; pool: string; allocated: number; free: number; reserved: number }>>;
   /** Labels of blockspeaker_node_info. */
@@ -117,6 +117,16 @@ export async function buildMetrics(src: MetricsSource): Promise<Registry> {
       collect() {
         this.reset();
         this.inc(src.hns().workerTimeouts);
+      } });
+    new Counter({ name: 'blockspeaker_hns_cni_subnet_waits_total', help: 'CNI ADDs that waited for their fresh block\'s ip-subnet to be programmed in HNS', registers: [reg],
+      collect() {
+        this.reset();
+        this.inc(src.hns().subnetWaits ?? 0);
+      } });
+    new Counter({ name: 'blockspeaker_hns_cni_subnet_wait_timeouts_total', help: 'CNI ADDs that gave up waiting for their ip-subnet (failed with code 11, to be retried)', registers: [reg],
+      collect() {
+        this.reset();
+        this.inc(src.hns().subnetWaitTimeouts ?? 0);
       } });
     new Gauge({ name: 'blockspeaker_dataplane_last_success_timestamp_seconds', help: 'When route programming last succeeded (0: never)', registers: [reg],
       collect() {

@@ -176,7 +176,9 @@ export type IpamErrorCode =
   | 'UNKNOWN_HOST'
   | 'IN_USE'
   | 'NOT_BORROWABLE'
-  | 'CONTENTION';
+  | 'CONTENTION'
+  /** The dataplane has not programmed what the address needs yet (HNS: its block's ip-subnet); retry. */
+  | 'NOT_READY';
 
 /** IPAM refused a request; the message says exactly why. */
 export class IpamError extends Error {

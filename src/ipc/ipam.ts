@@ -82,6 +82,11 @@ export interface IpamHandlerOptions {
    * the pool has none yet (an error for the ADD).
    */
   dataplaneGateway?: (pool: string, family: Family) => Promise<{ gateway: string; prefixLen: number } | null>;
+  /**
+   * Resolves once the dataplane can carry these addresses (HNS: their blocks' ip-subnets are programmed), before a
+   * CNI result is returned; rejects (IpamError NOT_READY) after a bounded wait, and the ADD fails to be retried.
+   */
+  dataplaneReady?: (ips: readonly string[]) => Promise<void>;
 }
 
 export function ipamHandlers(ipam: Ipam, host: string, opts: IpamHandlerOptions = {}): Record<string, IpcHandler> {
@@ -343,6 +348,7 @@ export function ipamHandlers(ipam: Ipam, host: string, opts: IpamHandlerOptions 
       if (addressing) {
         try {
           reply.cni = await cniView(ips, addressing);
+          await opts.dataplaneReady?.(ips.map((a) => a.ip));
         } catch (e) {
           // No gateway, no pod: the ADD fails as a whole and leaves nothing behind.
           if (!existing) await ipam.releaseByHandle(handle);

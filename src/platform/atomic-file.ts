@@ -9,7 +9,14 @@ import type { Platform } from './platform.ts';
 
 export type WriteOutcome = 'written' | 'unchanged';
 
-/** The file's text, or undefined when it does not exist. */
+/** Write all of `s` (UTF-8) at the start of an open file. */
+export function writeAll(fd: number, s: string): void {
+  const b = Buffer.from(s, 'utf8');
+  let done = 0;
+  while (done < b.length) done += fs.writeSync(fd, b, done, b.length - done, done);
+}
+
+/** The file's text (read through the platform, so the Windows double sees the handle), or undefined when absent. */
 export function readTextFile(p: Platform, file: string): string | undefined {
   let fd: number;
   try {
@@ -39,9 +46,7 @@ export function writeFileIfChanged(p: Platform, file: string, text: string): Wri
   const tmp = `${file}.${process.pid}.tmp`;
   const fd = p.files.open(tmp, 'w');
   try {
-    const b = Buffer.from(text, 'utf8');
-    let done = 0;
-    while (done < b.length) done += fs.writeSync(fd, b, done, b.length - done, done);
+    writeAll(fd, text);
     fs.fsyncSync(fd);
   } finally {
     p.files.close(fd);

@@ -6,9 +6,9 @@
 // ignored, and it is keyed by the store it guards and the node name (not by node name alone), so two daemons with
 // the same node name on different stores (as in tests) do not share one, daemons of different nodes may share a
 // store directory (a supported layout), and a second daemon of the same node on the same store is refused.
-import fs from 'node:fs';
 import path from 'node:path';
 import { pathKey, type Platform } from './platform.ts';
+import { readTextFile, writeAll } from './atomic-file.ts';
 
 export interface MarkerRecord {
   pid: number;
@@ -79,7 +79,7 @@ export class RunMarker {
     const tmp = `${this.path}.${process.pid}.tmp`;
     const fd = p.files.open(tmp, 'w');
     try {
-      writeString(fd, `${JSON.stringify(rec)}\n`);
+      writeAll(fd, `${JSON.stringify(rec)}\n`);
     } finally {
       p.files.close(fd);
     }
@@ -93,13 +93,8 @@ export class RunMarker {
 
   /** The marker's record; an old plain-pid marker reads with an unknown boot. undefined when absent. */
   read(): MarkerRecord | undefined {
-    let text: string;
-    try {
-      text = readString(this.platform, this.path);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw e;
-    }
+    const text = readTextFile(this.platform, this.path);
+    if (text === undefined) return undefined;
     const t = text.trim();
     if (/^\d+$/.test(t)) return { pid: Number(t), boot: '', guards: this.guards };
     try {
@@ -108,28 +103,5 @@ export class RunMarker {
     } catch {
       return { pid: 0, boot: '', guards: this.guards }; // torn by a crash: a dead run of this boot
     }
-  }
-}
-
-function writeString(fd: number, s: string): void {
-  const b = Buffer.from(s);
-  let done = 0;
-  while (done < b.length) done += fs.writeSync(fd, b, done, b.length - done, done);
-}
-
-function readString(p: Platform, file: string): string {
-  const fd = p.files.open(file, 'r');
-  try {
-    const st = fs.fstatSync(fd);
-    const b = Buffer.alloc(st.size);
-    let got = 0;
-    while (got < b.length) {
-      const n = fs.readSync(fd, b, got, b.length - got, got);
-      if (n === 0) break;
-      got += n;
-    }
-    return b.subarray(0, got).toString('utf8');
-  } finally {
-    p.files.close(fd);
   }
 }
