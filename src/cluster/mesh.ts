@@ -80,6 +80,7 @@ export function selectorPeers(self: ClusterNode, nodes: Iterable<ClusterNode>, s
         if (sp.export) p.export = sp.export;
         if (sp.nextHopSelf) p.nextHopSelf = true;
         if (sp.allowAsIn) p.allowAsIn = sp.allowAsIn;
+        if (sp.policy) p.policy = sp.policy;
         if (forward && sp.localAsn !== undefined) p.localAsn = sp.localAsn;
         if (self.routeReflectorClusterID && n.routeReflectorClusterID !== self.routeReflectorClusterID) p.routeReflectorClient = true;
         out.push(p);

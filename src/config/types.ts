@@ -2,6 +2,7 @@
 // filled in, addresses and prefixes in canonical text form. Extend these, never rename a field.
 
 import type { EtcdSecurity } from '../store/etcd-auth.ts';
+import type { PolicyRule } from '../bgp/route-policy.ts';
 
 export type AddressFamily = 'ipv4' | 'ipv6';
 export type NodeOS = 'linux' | 'windows';
@@ -84,6 +85,8 @@ export interface PeerConfig {
   allowAsIn?: number;
   /** Our AS toward this peer when not bgp.asn (Calico BGPPeer localASNumber). */
   localAsn?: number;
+  /** Route policy from Calico BGPFilter rules a prefix list cannot express (src/bgp/route-policy.ts). */
+  policy?: { import?: PolicyRule[]; export?: PolicyRule[] };
 }
 
 /** peers[].maxPrefixes as written: restart in seconds (0 = only on reconfiguration), warningPercent 1..100. */
@@ -135,6 +138,7 @@ export interface SelectorPeerConfig {
   nextHopSelf?: boolean;
   allowAsIn?: number;
   localAsn?: number;
+  policy?: { import?: PolicyRule[]; export?: PolicyRule[] };
 }
 
 export type ReservationConfig =
