@@ -23,6 +23,7 @@ import { compilePrefixList, sameRules, type PrefixFilter, type PrefixRule } from
 import { clusterLoop, reflectedAttrs, reflects } from './reflect.ts';
 import { CommunityTagger, sameAdvertisements, type PrefixAdvertisement } from './communities.ts';
 import { asLoop } from './loops.ts';
+import { RoutePolicy, type PolicyRule } from './route-policy.ts';
 import {
   Session, familyOfAfi, ipv4ToU32, silentLogger, u32ToIPv4, type AddressFamily, type NegotiatedCapabilities,
 } from './session.ts';
@@ -92,6 +93,8 @@ export interface SpeakerPeerConfig {
   allowAsIn?: number;
   /** Our AS toward this peer (its OPEN, the AS prepended toward it, iBGP/eBGP) when not the speaker's. */
   localAsn?: number;
+  /** Route policy after the prefix lists (Calico BGPFilter rules; src/bgp/route-policy.ts). */
+  policy?: { import?: PolicyRule[]; export?: PolicyRule[] };
 }
 
 export interface SpeakerConfig {
@@ -264,6 +267,7 @@ interface NormPeer {
   allowAsIn: number;
   /** Our AS on this session: the peer's localAsn, else the speaker's. */
   localAs: number;
+  policy: { import?: PolicyRule[]; export?: PolicyRule[] };
 }
 
 type QueueItem =
@@ -278,6 +282,8 @@ class PeerState {
   established: Session | null = null;
   importFilter: PrefixFilter | null;
   exportFilter: PrefixFilter | null;
+  importRP: RoutePolicy | null = null;
+  exportRP: RoutePolicy | null = null;
   queue: QueueItem[] = [];
   waitingDrain = false;
   /** Next hops towards this peer, from the established session. */
@@ -307,6 +313,7 @@ class PeerState {
   constructor(public cfg: NormPeer, restarting: boolean) {
     this.importFilter = compilePrefixList(cfg.importRules);
     this.exportFilter = compilePrefixList(cfg.exportRules);
+    this.setPolicy(cfg);
     this.restarting = restarting;
     this.maxPrefix = cfg.maxPrefixes ? new MaxPrefixGuard(cfg.maxPrefixes) : null;
   }
@@ -317,6 +324,11 @@ class PeerState {
 
   /** Set when the peer starts (depends on our ASN too). */
   type: 'ibgp' | 'ebgp' = 'ebgp';
+
+  setPolicy(cfg: NormPeer): void {
+    this.importRP = cfg.policy.import?.length ? new RoutePolicy(cfg.policy.import) : null;
+    this.exportRP = cfg.policy.export?.length ? new RoutePolicy(cfg.policy.export) : null;
+  }
 
   resetExportCache(): void {
     this.exportCache = [newExportCache(), newExportCache()];
@@ -483,9 +495,11 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
         if (this.running) this.startPeer(fresh);
         continue;
       }
-      const importChanged = !sameRules(p.cfg.importRules, n.importRules) || p.cfg.allowAsIn !== n.allowAsIn;
-      const exportChanged = !sameRules(p.cfg.exportRules, n.exportRules);
+      const importChanged = !sameRules(p.cfg.importRules, n.importRules) || p.cfg.allowAsIn !== n.allowAsIn ||
+        JSON.stringify(p.cfg.policy.import) !== JSON.stringify(n.policy.import);
+      const exportChanged = !sameRules(p.cfg.exportRules, n.exportRules) || JSON.stringify(p.cfg.policy.export) !== JSON.stringify(n.policy.export);
       p.cfg = n;
+      p.setPolicy(n);
       if (importChanged) {
         p.importFilter = compilePrefixList(n.importRules);
         if (this.rib.sourceNames().includes(p.source)) {
@@ -661,6 +675,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     // Validate the lists now, so a bad config fails at construction, not at the first route.
     compilePrefixList(p.import);
     compilePrefixList(p.export);
+    new RoutePolicy([...p.policy?.import ?? [], ...p.policy?.export ?? []]);
     let maxPrefixes: MaxPrefixLimits | null;
     try {
       maxPrefixes = normMaxPrefixes(p.maxPrefixes);
@@ -693,6 +708,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       rrClient: p.routeReflectorClient === true,
       allowAsIn: p.allowAsIn ?? 0,
       localAs: p.localAsn ?? cfg.asn,
+      policy: { ...p.policy },
       delayOpen: p.delayOpen ?? 0,
       nextHop: { ...p.nextHop },
       nextHopSelf: p.nextHopSelf === true,
@@ -1041,12 +1057,21 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       const attrs = m.attrs;
       const loop = this.importedAttrs(p, attrs) === null;
       const accept = p.importFilter ? p.importFilter.acceptor : undefined;
-      if (v4) rib.updateList(src, m.nlri, attrs, loop ? null : attrs, accept);
+      // A route policy may change attributes per prefix: that peer's UPDATEs take the per-prefix path.
+      const ingest = (list: PrefixList, a: PathAttrs) => {
+        if (!p.importRP || loop) return rib.updateList(src, list, a, loop ? null : a, accept);
+        const pol = this.importPolicy(p);
+        for (let i = 0; i < list.count; i++) {
+          const prefix = list.prefix(i);
+          rib.update(src, prefix, a, pol(prefix, a, src));
+        }
+      };
+      if (v4) ingest(m.nlri, attrs);
       const mp = m.mpReach;
       if (mp && mp.nlri.count > 0 && familyOk(mp.afi, mp.safi, fams)) {
         // attrs.nextHop is the classic NEXT_HOP when the UPDATE also has classic NLRI.
         const a = m.nlri.count > 0 ? withAttrs(attrs, { nextHop: mp.nextHop, nextHopLinkLocal: mp.nextHopLinkLocal }) : attrs;
-        rib.updateList(src, mp.nlri, a, loop ? null : a, accept);
+        ingest(mp.nlri, a);
       }
       if (p.maxPrefix) this.checkMaxPrefix(p, s);
     }
@@ -1119,7 +1144,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     return (prefix, attrs) => {
       if (this.importedAttrs(p, attrs) === null) return null;
       if (p.importFilter && !p.importFilter.accepts(prefix)) return null;
-      return attrs;
+      return p.importRP ? p.importRP.evaluate(prefix, attrs, { peerType: p.type, fromPeer: true }) : attrs;
     };
   }
 
@@ -1153,19 +1178,26 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       // (Never back to where it came from: exportChanges/exportAll do not ask the policy for those.)
       if (p.exportFilter && !p.exportFilter.accepts(prefix)) return null;
       const from = best.peer.type;
+      // The route policy sees the route as held (before our AS is prepended), as a BIRD export filter does.
+      let attrs = best.attrs;
+      if (p.exportRP) {
+        const r = p.exportRP.evaluate(prefix, attrs, { peerType: p.type, fromPeer: from !== 'local' });
+        if (r === null) return null;
+        attrs = r;
+      }
       // iBGP-learned routes go to iBGP peers only by route reflection (RFC 4271 9.1.1 / 9.2, RFC 4456).
       if (from === 'ibgp' && p.type === 'ibgp') {
         const cid = this.clusterIdNum();
         const src = best.peer.address ? this.peerMap.get(formatIP(best.peer.address)) : undefined;
         if (cid === undefined || !reflects(src?.cfg.rrClient === true, p.cfg.rrClient)) return null;
-        const out = this.rewrite(p, prefix.family, from, best.attrs, localAs);
+        const out = this.rewrite(p, prefix.family, from, attrs, localAs);
         return out && this.tagger.tag(prefix, reflectedAttrs(out, best.peer.routerId, cid));
       }
       const cache = p.exportCache[prefix.family === 4 ? 0 : 1][from];
-      let out = cache.get(best.attrs);
+      let out = cache.get(attrs);
       if (out === undefined) {
-        out = this.rewrite(p, prefix.family, from, best.attrs, localAs);
-        cache.set(best.attrs, out);
+        out = this.rewrite(p, prefix.family, from, attrs, localAs);
+        cache.set(attrs, out);
       }
       return out && this.tagger.tag(prefix, out);
     };
@@ -1304,7 +1336,7 @@ function silentDrop(p: PeerState, s: Session | null): string | undefined {
 }
 
 function sameSession(a: NormPeer, b: NormPeer): boolean {
-  const strip = (n: NormPeer) => ({ ...n, ip: undefined, importRules: undefined, exportRules: undefined, allowAsIn: undefined });
+  const strip = (n: NormPeer) => ({ ...n, ip: undefined, importRules: undefined, exportRules: undefined, allowAsIn: undefined, policy: undefined });
   return JSON.stringify(strip(a)) === JSON.stringify(strip(b));
 }
 

@@ -82,6 +82,7 @@ export function selectorPeers(self: ClusterNode, nodes: Iterable<ClusterNode>, s
         if (sp.password) p.password = sp.password;
         if (sp.ttlSecurity !== undefined) p.ttlSecurity = sp.ttlSecurity;
         if (sp.allowAsIn) p.allowAsIn = sp.allowAsIn;
+        if (sp.policy) p.policy = sp.policy;
         if (forward && sp.localAsn !== undefined) p.localAsn = sp.localAsn;
         if (self.routeReflectorClusterID && n.routeReflectorClusterID !== self.routeReflectorClusterID) p.routeReflectorClient = true;
         out.push(p);

@@ -12,6 +12,7 @@ import { CALICO_FIELDS } from './calico-fields.ts';
 import { calicoPeerSecurity } from './calico-peer-security.ts';
 import { resolveCommunities } from './communities.ts';
 import { MAX_ALLOW_AS_IN } from './peer-as.ts';
+import { checkRuleExtras, needsPolicy, policyRules } from './calico-filter.ts';
 import type { NodeBgpConfig, PeerConfig, PoolConfig, PrefixRule, SelectorPeerConfig } from './types.ts';
 
 /** A BGPPeer with a peerSelector: peers with the registered nodes it matches (resolved by the cluster). */
@@ -194,12 +195,22 @@ export function importCalico(text: string, source: string, nodeName: string, nod
   for (const { peer, names, ctx } of peersWithFilters) {
     const imp: PrefixRule[] = [];
     const exp: PrefixRule[] = [];
+    const lists = ['importV4', 'importV6', 'exportV4', 'exportV6'] as const;
+    const found = names.map((n) => filters.get(n)).filter((f): f is Obj => f !== undefined);
+    if (found.some((f) => lists.some((l) => Array.isArray(f[l]) && (f[l] as Obj[]).some(needsPolicy)))) {
+      // Rules a prefix list cannot express: every filter of this peer becomes its route policy, in order.
+      peer.policy = {
+        import: found.flatMap((f) => [...policyRules(f.importV4, 4), ...policyRules(f.importV6, 6)]),
+        export: found.flatMap((f) => [...policyRules(f.exportV4, 4), ...policyRules(f.exportV6, 6)]),
+      };
+    }
     for (const [i, n] of names.entries()) {
       const f = filters.get(n);
       if (!f) {
         ctx.fail(`filters[${i}]`, `no BGPFilter named ${JSON.stringify(n)} in this file`);
         continue;
       }
+      if (peer.policy) continue;
       imp.push(...filterRules(f.importV4, 4), ...filterRules(f.importV6, 6));
       exp.push(...filterRules(f.exportV4, 4), ...filterRules(f.exportV6, 6));
     }
@@ -269,10 +280,11 @@ function checkFilter(spec: Obj, ctx: Ctx): boolean {
         }
       }
       const op = rule.matchOperator ?? (rule.cidr === undefined ? undefined : 'In');
-      if (rule.cidr !== undefined && op !== 'Equal' && op !== 'In') {
-        ctx.fail(`${f}.matchOperator`, `${JSON.stringify(op)} is refused: blockspeaker's prefix lists match Equal and In, not NotEqual/NotIn`);
+      if (rule.cidr !== undefined && !['Equal', 'In', 'NotEqual', 'NotIn'].includes(op as string)) {
+        ctx.fail(`${f}.matchOperator`, `must be Equal, In, NotEqual or NotIn, got ${JSON.stringify(op)}`);
         ok = false;
       }
+      if (!checkRuleExtras(rule, (field, msg) => ctx.fail(`${f}.${field}`, msg))) ok = false;
       const pl = rule.prefixLength;
       if (pl !== undefined) {
         const max = family === 4 ? 32 : 128;

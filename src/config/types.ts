@@ -2,6 +2,7 @@
 // filled in, addresses and prefixes in canonical text form. Extend these, never rename a field.
 
 import type { EtcdSecurity, SecretSource } from '../store/etcd-auth.ts';
+import type { PolicyRule } from '../bgp/route-policy.ts';
 
 export type AddressFamily = 'ipv4' | 'ipv6';
 export type NodeOS = 'linux' | 'windows';
@@ -90,6 +91,8 @@ export interface PeerConfig {
   allowAsIn?: number;
   /** Our AS toward this peer when not bgp.asn (Calico BGPPeer localASNumber). */
   localAsn?: number;
+  /** Route policy from Calico BGPFilter rules a prefix list cannot express (src/bgp/route-policy.ts). */
+  policy?: { import?: PolicyRule[]; export?: PolicyRule[] };
 }
 
 /** peers[].bfd after validation: intervals in ms (src/config/bfd.ts has the defaults). */
@@ -156,6 +159,7 @@ export interface SelectorPeerConfig {
   ttlSecurity?: number;
   allowAsIn?: number;
   localAsn?: number;
+  policy?: { import?: PolicyRule[]; export?: PolicyRule[] };
 }
 
 export type ReservationConfig =

@@ -44,6 +44,8 @@ export interface OurConfig {
   announce?: string[];
   communities?: { name: string; value: string }[];
   prefixAdvertisements?: { cidr: string; communities: string[] }[];
+  /** Other top-level config sections (e.g. ipam with calico manifests), written as given; not part of bgp. */
+  sections?: Record<string, unknown>;
 }
 
 /** The parts of /peers entries the tests read. */
@@ -91,9 +93,11 @@ export class Ours {
   private writeConfig(): string {
     const file = path.join(this.dir, 'blockspeaker.json');
     // JSON on purpose: the YAML path is covered by test/cli/run.test.ts.
+    const { sections, ...bgp } = this.cfg;
     const doc = {
       node: { name: 'ours' },
-      bgp: { routerId: this.link.local.v4, announce: [], ...this.cfg },
+      ...sections,
+      bgp: { routerId: this.link.local.v4, announce: [], ...bgp },
       status: { listen: `127.0.0.1:${STATUS_PORT}` },
       ipc: false,
     };
