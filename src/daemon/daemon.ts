@@ -33,6 +33,7 @@ import { blockspeakerLayout } from '../ipam/layout.ts';
 import type { NodeCleanup } from '../ipam/calico/node-cleanup.ts';
 import type { Store } from '../store/types.ts';
 import { IpamAnnouncer } from './announcer.ts';
+import { release as releaseOptimizer } from './tiering.ts';
 import { lazyMetrics, type MetricsSource } from './metrics.ts';
 import { overview, type Overview } from './overview.ts';
 import { ClusterPeers } from './cluster.ts';
@@ -295,6 +296,7 @@ export class Daemon {
     s.on('peer', (p: PeerStatus) => {
       if (this.peerStates.get(p.address) === p.state) return;
       this.peerStates.set(p.address, p.state);
+      if (p.state === 'Established') releaseOptimizer(); // UPDATEs to decode: the optimiser's work (tiering.ts)
       this.log.info({ peer: p.address, asn: p.asn, state: p.state, lastError: p.lastError }, `peer ${p.address} ${p.state}`);
     });
     // A fresh speaker (bgp section added by a reload) gets what IPAM announces.
