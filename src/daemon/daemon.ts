@@ -34,6 +34,7 @@ import type { NodeCleanup } from '../ipam/calico/node-cleanup.ts';
 import type { Store } from '../store/types.ts';
 import { IpamAnnouncer } from './announcer.ts';
 import { release as releaseOptimizer } from './tiering.ts';
+import { cniInvoke, type CniInvokeParams } from './cni-invoke.ts';
 import { lazyMetrics, type MetricsSource } from './metrics.ts';
 import { overview, type Overview } from './overview.ts';
 import { ClusterPeers } from './cluster.ts';
@@ -324,6 +325,7 @@ export class Daemon {
         pid: process.pid, uptime: Math.floor((Date.now() - this.startedAt) / 1000), ready: this.ready() }),
       ...(this.opts.controls ? controlHandlers(this.opts.controls) : {}),
       'show.overview': () => this.overview(),
+      'cni.invoke': (p: CniInvokeParams) => cniInvoke(p), // bin/blockspeaker-cni-shim
     };
     this.ipc = await startIpcServer({
       path,
