@@ -8,9 +8,10 @@
 //   dist         bin/blockspeaker-cni running the compiled plugin (what `npm run build` produces; compiled here
 //                into a temp dir so the shared dist/ is left alone)
 //   tsx          bin/blockspeaker-cni running the TypeScript sources through tsx (no build)
+//   shim         bin/blockspeaker-cni-shim (Perl, forwards the invocation to the daemon's `cni.invoke`)
 //   host-local   Debian's Go plugin (file lock, no fsync)
 //   ipc-only     the same assign+release over the socket from this process: the cost without process start-up
-// The final line is JSON.
+// VERSION is timed too, once per pod, for each executable. The final line is JSON.
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -20,6 +21,7 @@ import { Ipam } from '../src/ipam/ipam.ts';
 import { IpcClient } from '../src/ipc/client.ts';
 import { ipamHandlers } from '../src/ipc/ipam.ts';
 import { startIpcServer } from '../src/ipc/server.ts';
+import { cniInvoke } from '../src/daemon/cni-invoke.ts';
 import { openFileStore } from '../src/store/file.ts';
 import { execPlugin } from './lib/exec.ts';
 
@@ -41,6 +43,8 @@ const exec = execPlugin;
 
 interface Mode {
   name: string;
+  version?: () => Promise<void>;
+  version_ms?: number[];
   add(i: number): Promise<void>;
   del(i: number): Promise<void>;
   add_ms: number[];
@@ -59,9 +63,10 @@ function pluginMode(name: string, bin: string, extraEnv: Record<string, string>,
     const env = { ...baseEnv(), ...extraEnv, CNI_COMMAND: cmd, CNI_CONTAINERID: `${name}-${i}`, CNI_NETNS: `/var/run/netns/${name}-${i}`, CNI_IFNAME: 'eth0', CNI_PATH: '/usr/lib/cni' };
     const r = await exec(bin, env, stdin);
     if (r.code !== 0) throw new Error(`${name} ${cmd} ${i} failed (${r.code}): ${r.out}`);
+    if (cmd === 'VERSION' && !/"supportedVersions"/.test(r.out)) throw new Error(`${name} VERSION: ${r.out}`);
     if (cmd === 'ADD' && !/"ips"/.test(r.out)) throw new Error(`${name} ADD ${i}: no ips in ${r.out}`);
   };
-  return { name, add: (i) => run('ADD', i), del: (i) => run('DEL', i), add_ms: [], del_ms: [], pair_ms: [] };
+  return { name, add: (i) => run('ADD', i), del: (i) => run('DEL', i), version: () => run('VERSION', 0), version_ms: [], add_ms: [], del_ms: [], pair_ms: [] };
 }
 
 /** Compile the plugin's files exactly as `npm run build` does, into a temp dir laid out like the package. */
@@ -87,12 +92,13 @@ async function main(): Promise<void> {
     await ipam.addPool({ name: 'pods', cidr: '10.64.0.0/16', blockSize: 26 });
     await ipam.setHost({ name: 'node-a', os: 'linux', labels: {} });
     const sock = join(dir, 'bs.sock');
-    const server = await startIpcServer({ path: sock, handlers: ipamHandlers(ipam, 'node-a') });
+    const server = await startIpcServer({ path: sock, handlers: { ...ipamHandlers(ipam, 'node-a'), 'cni.invoke': cniInvoke } });
 
     const bsConf = JSON.stringify({ cniVersion: '1.0.0', name: 'bench', type: 'bridge', ipam: { type: 'blockspeaker-cni', socket: sock, routes: [{ dst: '0.0.0.0/0' }] } });
     const hlConf = JSON.stringify({ cniVersion: '1.0.0', name: 'bench', type: 'bridge', ipam: { type: 'host-local', ranges: [[{ subnet: '10.65.0.0/16' }]], dataDir: join(dir, 'host-local'), routes: [{ dst: '0.0.0.0/0' }] } });
     const modes: Mode[] = [pluginMode('dist', build.bin, {}, bsConf)];
     if (!values['no-tsx']) modes.push(pluginMode('tsx', join(root, 'bin', 'blockspeaker-cni'), { BLOCKSPEAKER_FROM_SOURCE: '1' }, bsConf));
+    modes.push(pluginMode('shim', join(root, 'bin', 'blockspeaker-cni-shim'), {}, bsConf));
     if (existsSync(HOST_LOCAL)) modes.push(pluginMode('host-local', HOST_LOCAL, {}, hlConf));
     else console.error(`host-local not found at ${HOST_LOCAL}: apt-get install containernetworking-plugins`);
     const client = new IpcClient(sock);
@@ -122,6 +128,11 @@ async function main(): Promise<void> {
         m.del_ms.push(t2 - t1);
         m.pair_ms.push(t2 - t0);
         wall.set(m.name, (wall.get(m.name) ?? 0) + (t2 - t0));
+        if (m.version) {
+          const t3 = performance.now();
+          await m.version();
+          m.version_ms!.push(performance.now() - t3);
+        }
       }
       if ((i + 1) % 25 === 0) console.error(`${i + 1}/${COUNT}`);
     }
@@ -136,8 +147,8 @@ async function main(): Promise<void> {
         const sorted = [...xs].sort((a, b) => a - b);
         return { p50_ms: r2(pct(sorted, 0.5)), p99_ms: r2(pct(sorted, 0.99)) };
       };
-      results[m.name] = { add: s(m.add_ms), del: s(m.del_ms), add_del: s(m.pair_ms), add_del_per_sec: r2(COUNT / (wall.get(m.name)! / 1000)) };
-      console.error(`${m.name.padEnd(10)} ADD p50 ${s(m.add_ms).p50_ms} ms p99 ${s(m.add_ms).p99_ms} ms | DEL p50 ${s(m.del_ms).p50_ms} ms | ADD+DEL p50 ${s(m.pair_ms).p50_ms} ms p99 ${s(m.pair_ms).p99_ms} ms | ${r2(COUNT / (wall.get(m.name)! / 1000))} pods/s`);
+      results[m.name] = { ...(m.version_ms ? { version: s(m.version_ms) } : {}), add: s(m.add_ms), del: s(m.del_ms), add_del: s(m.pair_ms), add_del_per_sec: r2(COUNT / (wall.get(m.name)! / 1000)) };
+      console.error(`${m.name.padEnd(10)} ${m.version_ms ? `VERSION p50 ${s(m.version_ms).p50_ms} ms | ` : ''}ADD p50 ${s(m.add_ms).p50_ms} ms p99 ${s(m.add_ms).p99_ms} ms | DEL p50 ${s(m.del_ms).p50_ms} ms | ADD+DEL p50 ${s(m.pair_ms).p50_ms} ms p99 ${s(m.pair_ms).p99_ms} ms | ${r2(COUNT / (wall.get(m.name)! / 1000))} pods/s`);
     }
     console.log(
       JSON.stringify({

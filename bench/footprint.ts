@@ -6,8 +6,10 @@
 //   idle      RSS of `blockspeaker run` (compiled, as users run it) on the demo config (embedded store, no peers,
 //             dataplane none), once /readyz says ready and 3 s have passed, beside a bare `node` process idling;
 //             median of --rounds runs. Then the same daemon after one /metrics scrape (prom-client loaded).
-//   cni       bench/cni.ts as a child: ADD+DEL through the compiled blockspeaker-cni against Debian's host-local,
-//             interleaved pod by pod, and the floor no Node.js plugin can beat: `node -e 0` (start and exit).
+//   cni       bench/cni.ts as a child: ADD+DEL (and VERSION) through bin/blockspeaker-cni-shim (the Linux entry:
+//             Perl, forwards to the daemon) and through the compiled Node.js blockspeaker-cni, against Debian's
+//             host-local, interleaved pod by pod, and the floor no Node.js plugin can beat: `node -e 0`.
+//             addDelRatioVsHostLocal is the shim's; nodeAddDelRatioVsHostLocal the Node.js executable's.
 //   peers100  bench/bgp-ingest.ts's bgperf shape as a child (100 peers x 100 prefixes from BIRD into one receiver),
 //             blockspeaker and BIRD as receivers: peak RSS and CPU of each (root, bird2).
 //   claimToTor bench/claim-to-tor.ts as a child (root, bird2): --tries (200) IPAM assigns over the control socket
@@ -123,13 +125,18 @@ function nodeFloorMs(n: number): number {
 
 function cni(): Record<string, number> {
   const out = childJson(['bench/cni.ts', '--count', values['cni-count']!, '--no-tsx'], 'bench/cni.ts');
-  const ours = out.results.dist.add_del.p50_ms as number;
+  const ours = out.results.shim.add_del.p50_ms as number;
+  const node = out.results.dist.add_del.p50_ms as number;
   const hl = out.results['host-local']?.add_del.p50_ms as number | undefined;
   if (hl === undefined) throw new Error('bench/cni.ts ran without host-local (apt-get install containernetworking-plugins)');
   const floor = nodeFloorMs(20);
-  log(`cni: ADD+DEL p50 ${ours} ms (blockspeaker-cni) vs ${hl} ms (host-local): ${r2(ours / hl)}x; two bare node starts: ${r1(2 * floor)} ms`);
+  log(`cni: ADD+DEL p50 ${ours} ms (blockspeaker-cni-shim), ${node} ms (Node.js blockspeaker-cni) vs ${hl} ms (host-local): ${r2(ours / hl)}x, ${r2(node / hl)}x; two bare node starts: ${r1(2 * floor)} ms`);
+  const v = (m: string) => out.results[m]?.version?.p50_ms as number | undefined;
   return {
     addDelP50Ms: ours, hostLocalAddDelP50Ms: hl, addDelRatioVsHostLocal: r2(ours / hl),
+    addP50Ms: out.results.shim.add.p50_ms, delP50Ms: out.results.shim.del.p50_ms, hostLocalAddP50Ms: out.results['host-local'].add.p50_ms, hostLocalDelP50Ms: out.results['host-local'].del.p50_ms,
+    versionP50Ms: v('shim')!, nodeVersionP50Ms: v('dist')!, hostLocalVersionP50Ms: v('host-local')!,
+    nodeAddDelP50Ms: node, nodeAddDelRatioVsHostLocal: r2(node / hl),
     ipcOnlyAddDelP50Ms: out.results['ipc-only'].add_del.p50_ms, nodeStartExitP50Ms: r1(floor), count: out.count,
   };
 }

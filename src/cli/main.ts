@@ -1,5 +1,6 @@
 // The `blockspeaker` command: dispatches to one module per subcommand group.
 import { CliError } from './args.ts';
+import { holdOptimizer } from '../daemon/tiering.ts';
 
 type Group = { run(argv: string[]): Promise<number> };
 
@@ -35,6 +36,8 @@ async function main(argv: string[]): Promise<number> {
   }
   const group = groups[cmd];
   if (!group) throw new CliError(`unknown command "${cmd}" (try: ${Object.keys(groups).join(', ')})`);
+  // The daemon loads its modules without the optimiser; it turns it on when BGP work starts (daemon/tiering.ts).
+  if (cmd === 'run') holdOptimizer();
   return (await group.load()).run(rest);
 }
 

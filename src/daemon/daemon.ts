@@ -13,33 +13,28 @@ import { Speaker, type Logger, type PeerStatus } from '../bgp/speaker.ts';
 import { importCalico } from '../config/calico.ts';
 import { applyCalicoImport } from './calico-merge.ts';
 import { ConfigError, loadConfig, type Config, type ListenAddress, type PoolConfig } from '../config/config.ts';
-import { FakeExecutor, FakeHns } from '../hns/fake.ts';
-import { HNS_DEFAULT_NETWORK } from '../hns/limits.ts';
+import type { FakeHns } from '../hns/fake.ts';
 import type { HnsExecutor } from '../hns/model.ts';
-import { PowerShellExecutor, processRunner } from '../hns/powershell.ts';
-import { findWorkerScript, powershellWorker, type ScriptWorker } from '../hns/worker.ts';
-import { HnsDataplane, fakeFromSeed } from './hns.ts';
-import { vtepLayoutFor } from '../cluster/vtep.ts';
+import type { ScriptWorker } from '../hns/worker.ts';
+import type { HnsDataplane } from './hns.ts';
 import { Ipam } from '../ipam/ipam.ts';
 import type { BlockInfo, Pool } from '../ipam/types.ts';
 import { ipamHandlers } from '../ipc/ipam.ts';
 import { checkIpcPath, startIpcServer, type IpcServer } from '../ipc/server.ts';
-import { desiredRoutes, followRib, RemoteRoutes } from '../linux/desired.ts';
-import { IpRouteProgrammer } from '../linux/programmer.ts';
-import { LinuxReconciler } from '../linux/reconcile.ts';
+import type { desiredRoutes as DesiredRoutes, RemoteRoutes } from '../linux/desired.ts';
+import type { LinuxReconciler } from '../linux/reconcile.ts';
 import { formatIP, formatPrefix, maxLen, parseIP, parsePrefix, type IP, type Prefix } from '../net/ip.ts';
 import type { Rib } from '../rib/rib.ts';
 import { HttpError, StatusServer } from '../status/http.ts';
 import { hostPlatform, type Platform } from '../platform/platform.ts';
 import { addStatusPage } from '../status/ui/serve.ts';
 import { openStore } from '../store/open.ts';
-import { layoutByName } from '../ipam/layouts.ts';
-import { startCalicoLayout } from '../ipam/calico/start.ts';
-import { ipamConfigStatus } from '../ipam/calico/ipamconfig.ts';
-import { NODE_GONE_GRACE_MS, NodeCleanup } from '../ipam/calico/node-cleanup.ts';
-import { resourceKeys } from '../ipam/calico/resources.ts';
+import { blockspeakerLayout } from '../ipam/layout.ts';
+import type { NodeCleanup } from '../ipam/calico/node-cleanup.ts';
 import type { Store } from '../store/types.ts';
 import { IpamAnnouncer } from './announcer.ts';
+import { release as releaseOptimizer } from './tiering.ts';
+import { cniInvoke, type CniInvokeParams } from './cni-invoke.ts';
 import { lazyMetrics, type MetricsSource } from './metrics.ts';
 import { overview, type Overview } from './overview.ts';
 import { ClusterPeers } from './cluster.ts';
@@ -192,7 +187,7 @@ export class Daemon {
     this.status.route('/calico', () => ({ body: this.calicoWatch?.detail() ?? null }));
     this.status.route('/ipam/pools', async () => ({ body: await this.poolUsage() }));
     this.status.route('/ipam/blocks', async (url) => ({ body: await this.blockUsage(url.searchParams.get('host') ?? undefined) }));
-    this.status.route('/ipam/config', async () => ({ body: this.ipam ? await ipamConfigStatus(this.ipam.store, this.ipam.ds.layout) : null }));
+    this.status.route('/ipam/config', async () => ({ body: this.ipam ? await (await import('../ipam/calico/ipamconfig.ts')).ipamConfigStatus(this.ipam.store, this.ipam.ds.layout) : null }));
     this.status.route('/dataplane', () => ({ body: this.dataplaneStatus() }));
     this.status.route('/readyz', () => {
       const r = this.ready();
@@ -244,7 +239,7 @@ export class Daemon {
       await this.announcer.start();
       this.localPrefixes = this.announcer.announced;
     }
-    this.startDataplane();
+    await this.startDataplane();
     if (cfg.ipc) await this.startIpc(cfg.ipc.path);
     if (cfg.status) await this.startStatus(cfg);
   }
@@ -256,9 +251,12 @@ export class Daemon {
       onAccess: (r) => (r.enforced ? this.log.info({ store: ic.store }, r.what) : this.log.warn({ store: ic.store }, r.what)),
     });
     this.log.info({ store: ic.store }, 'store open');
-    const ipam = new Ipam(this.store, { layout: layoutByName(ic.layout), warn: (m) => this.warn(m) });
+    // Calico's layout (its key/JSON model, start-up checks, node cleanup) is imported only when configured (issue 17).
+    const calico = ic.layout === 'calico';
+    const layout = (ic.layout ?? 'blockspeaker') === 'blockspeaker' ? blockspeakerLayout : (await import('../ipam/layouts.ts')).layoutByName(ic.layout);
+    const ipam = new Ipam(this.store, { layout, warn: (m) => this.warn(m) });
     await ipam.setHost({ name: this.cfg.node.name, os: this.cfg.node.os, labels: this.cfg.node.labels });
-    if (ic.layout === 'calico') await startCalicoLayout(ipam, this.cfg.node, ic);
+    if (calico) await (await import('../ipam/calico/start.ts')).startCalicoLayout(ipam, this.cfg.node, ic);
     else {
       await ipam.setConfig({
         strictAffinity: ic.strictAffinity, maxBlocksPerHost: ic.maxBlocksPerHost, autoAllocateBlocks: ic.autoAllocateBlocks,
@@ -267,7 +265,8 @@ export class Daemon {
     }
     await this.ensurePools(ipam, ic.pools);
     this.ipam = ipam;
-    if (ic.layout === 'calico') {
+    if (calico) {
+      const [{ NODE_GONE_GRACE_MS, NodeCleanup }, { resourceKeys }] = await Promise.all([import('../ipam/calico/node-cleanup.ts'), import('../ipam/calico/resources.ts')]);
       this.nodeCleanup = new NodeCleanup(ipam, { graceMs: NODE_GONE_GRACE_MS, log: (m) => this.log.info(m) });
       this.nodeCleanup.start(resourceKeys.nodes, 60_000);
     }
@@ -337,6 +336,7 @@ export class Daemon {
     s.on('peer', (p: PeerStatus) => {
       if (this.peerStates.get(p.address) === p.state) return;
       this.peerStates.set(p.address, p.state);
+      if (p.state === 'Established') releaseOptimizer(); // UPDATEs to decode: the optimiser's work (tiering.ts)
       this.log.info({ peer: p.address, asn: p.asn, state: p.state, lastError: p.lastError }, `peer ${p.address} ${p.state}`);
     });
     // A fresh speaker (bgp section added by a reload) gets what IPAM announces.
@@ -366,6 +366,7 @@ export class Daemon {
         pid: process.pid, uptime: Math.floor((Date.now() - this.startedAt) / 1000), ready: this.ready() }),
       ...(this.opts.controls ? controlHandlers(this.opts.controls) : {}),
       'show.overview': () => this.overview(),
+      'cni.invoke': (p: CniInvokeParams) => cniInvoke(p), // bin/blockspeaker-cni-shim
     };
     this.ipc = await startIpcServer({
       path,
@@ -378,7 +379,9 @@ export class Daemon {
 
   // ---- dataplane ------------------------------------------------------------------------------------------------
 
-  private startDataplane(): void {
+  // The linux and hns programmers are imported only when configured: a daemon runs one of them (or none), and the
+  // others' modules would only add to its memory (issue 17).
+  private async startDataplane(): Promise<void> {
     const dp = this.cfg.dataplane;
     const rib = this.speaker?.rib ?? null;
     if (dp.kind === 'none') {
@@ -386,11 +389,14 @@ export class Daemon {
       return;
     }
     if (dp.kind === 'linux') {
+      const [{ desiredRoutes, followRib, RemoteRoutes }, { IpRouteProgrammer }, { LinuxReconciler }] = await Promise.all([
+        import('../linux/desired.ts'), import('../linux/programmer.ts'), import('../linux/reconcile.ts'),
+      ]);
       const owner = { table: dp.table, protocol: dp.protocol };
       const remote = new RemoteRoutes();
       const reconciler = new LinuxReconciler({
         programmer: new IpRouteProgrammer(owner),
-        desired: () => this.linuxDesired(remote, owner, dp.bridge),
+        desired: () => this.linuxDesired(desiredRoutes, remote, owner, dp.bridge),
         onRun: (r) => {
           if (r.ok) {
             this.readiness.dataplane = true;
@@ -419,6 +425,9 @@ export class Daemon {
     }
     // hns: the real HNS only on Windows; elsewhere (and with --dry-run) the in-memory fake, to see the plans.
     // (The one platform branch of the HNS wiring: to move into src/platform/ once that module lands.)
+    const [{ FakeExecutor, FakeHns }, { HNS_DEFAULT_NETWORK }, { PowerShellExecutor, processRunner }, { findWorkerScript, powershellWorker }, { HnsDataplane, fakeFromSeed }, { vtepLayoutFor }] = await Promise.all([
+      import('../hns/fake.ts'), import('../hns/limits.ts'), import('../hns/powershell.ts'), import('../hns/worker.ts'), import('./hns.ts'), import('../cluster/vtep.ts'),
+    ]);
     const network = dp.network ?? HNS_DEFAULT_NETWORK;
     let executor: HnsExecutor;
     let fake: FakeHns | null = null;
@@ -465,7 +474,7 @@ export class Daemon {
    * hosts' blocks (host-length prefixes of what it announces) get a route onto the bridge, since the other host's
    * block, learned over BGP, is more specific than the bridge's subnet.
    */
-  private linuxDesired(remote: RemoteRoutes, owner: { table: number; protocol: number }, bridge: string | undefined) {
+  private linuxDesired(desiredRoutes: typeof DesiredRoutes, remote: RemoteRoutes, owner: { table: number; protocol: number }, bridge: string | undefined) {
     if (!bridge) return desiredRoutes({ localBlocks: this.localPrefixes, remote: remote.values() }, owner);
     const own = this.localPrefixes.filter((p) => p.len === maxLen(p.family));
     const onBridge = own.map((p) => ({ prefix: p, nextHop: prefixIP(p), dev: bridge, onlink: true }));

@@ -1,11 +1,12 @@
 // IpcClient: requests to the daemon's control socket.
 //
-// It speaks net-ipc's wire format (the server is net-ipc) with node:net alone. Why not net-ipc's own Client: the
+// It speaks net-ipc's wire format (wire.ts) with node:net alone. Why not net-ipc's own Client: the
 // CNI plugin starts once per pod, and loading net-ipc pulls in msgpackr and fast-zlib (~40 ms here); its client also
 // never settles connect() when reconnects are off and the socket is missing, and shares pending requests across
 // instances. This one sends the handshake and the first request in one write, and fails fast with a clear message.
 import net from 'node:net';
 import { DEFAULT_SOCKET, socketEndpoint, type IpcMethods, type Response } from './protocol.ts';
+import { Deframer, frame, INIT_TAG, T_CONNECTION, T_END, T_REQUEST, T_RESPONSE, type Packet } from './wire.ts';
 
 export type IpcErrorCode = 'NOT_RUNNING' | 'PERMISSION' | 'TIMEOUT' | 'CLOSED' | 'PROTOCOL' | 'REMOTE';
 
@@ -29,24 +30,6 @@ export interface IpcClientOptions {
   timeoutMs?: number;
 }
 
-const T_CONNECTION = 0;
-const T_REQUEST = 2;
-const T_RESPONSE = 3;
-const T_END = 6;
-
-/** net-ipc's length tag: base-128 digits, most significant first, the last one with the high bit set. */
-function frame(obj: unknown): Buffer {
-  const body = Buffer.from(JSON.stringify(obj));
-  let size = body.length;
-  const tag = [(size & 127) | 128];
-  while ((size = Math.floor(size / 128)) > 0) tag.push(size & 127);
-  tag.reverse();
-  const out = Buffer.allocUnsafe(tag.length + body.length);
-  for (let i = 0; i < tag.length; i++) out[i] = tag[i]!;
-  body.copy(out, tag.length);
-  return out;
-}
-
 interface Pending {
   method: string;
   resolve: (v: unknown) => void;
@@ -59,7 +42,7 @@ export class IpcClient {
   private socket: net.Socket | undefined;
   private connecting: Promise<void> | undefined;
   private readonly pending = new Map<string, Pending>();
-  private buf: Buffer = Buffer.alloc(0);
+  private deframer = new Deframer();
   private seq = 0;
   private closedBy: IpcError | undefined;
   private readonly connectTimeoutMs: number;
@@ -78,7 +61,7 @@ export class IpcClient {
   connect(): Promise<void> {
     if (this.connecting && this.socket && !this.socket.destroyed) return this.connecting;
     this.closedBy = undefined;
-    this.buf = Buffer.alloc(0);
+    this.deframer = new Deframer();
     this.connecting = new Promise<void>((resolve, reject) => {
       const sock = net.connect({ path: this.endpoint });
       this.socket = sock;
@@ -101,7 +84,7 @@ export class IpcClient {
       sock.on('close', () => this.fail(this.closedBy ?? new IpcError('CLOSED', `blockspeaker daemon at ${this.path} closed the connection`)));
       sock.on('data', (chunk: Buffer) => this.onData(chunk));
       // The handshake goes out at once; requests written after it are queued behind it on the socket.
-      sock.write(Buffer.concat([Buffer.from('IPC'), frame({ t: T_CONNECTION, d: { compress: false, messagepack: false, extras: null, id: null } })]));
+      sock.write(Buffer.concat([Buffer.from(INIT_TAG), frame({ t: T_CONNECTION, d: { compress: false, messagepack: false, extras: null, id: null } })]));
     });
     this.connecting.catch(() => undefined);
     return this.connecting;
@@ -185,32 +168,15 @@ export class IpcClient {
   }
 
   private onData(chunk: Buffer): void {
-    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
-    for (;;) {
-      let len = 0;
-      let i = 0;
-      let done = false;
-      for (; i < this.buf.length; i++) {
-        const b = this.buf[i]!;
-        if (b & 128) {
-          len = len * 128 + (b & 127);
-          done = true;
-          i++;
-          break;
-        }
-        len = len * 128 + b;
-      }
-      if (!done || this.buf.length < i + len) return;
-      const body = this.buf.subarray(i, i + len);
-      this.buf = this.buf.subarray(i + len);
-      let msg: { t: number; d?: unknown; n?: string };
-      try {
-        msg = JSON.parse(body.toString('utf8'));
-      } catch {
-        this.socket?.destroy();
-        this.fail(new IpcError('PROTOCOL', `blockspeaker daemon at ${this.path} sent a frame that is not JSON`));
-        return;
-      }
+    let packets: Packet[];
+    try {
+      packets = this.deframer.push(chunk);
+    } catch {
+      this.socket?.destroy();
+      this.fail(new IpcError('PROTOCOL', `blockspeaker daemon at ${this.path} sent a frame that is not JSON`));
+      return;
+    }
+    for (const msg of packets) {
       if (msg.t === T_RESPONSE && msg.n !== undefined) {
         const p = this.pending.get(msg.n);
         if (p) {

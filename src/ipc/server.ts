@@ -1,16 +1,16 @@
-// The daemon's control socket: net-ipc request/response over a Unix socket, mode 0600 (on Windows a named pipe
-// whose DACL is set to SYSTEM and Administrators only once it listens; what each enforces: Platform.secureIpc in
-// src/platform/platform.ts).
+// The daemon's control socket: request/response in net-ipc's wire format (wire.ts) over a Unix socket, mode 0600 (on
+// Windows a named pipe whose DACL is set to SYSTEM and Administrators only once it listens; what each enforces:
+// Platform.secureIpc in src/platform/platform.ts).
 //
 // Start-up rules: a path that answers is a live daemon, so we refuse to start; a socket file nobody listens on is
 // stale and is removed; anything else at the path (a regular file, a directory) is refused, never deleted. A pipe
 // name another process already owns (libuv creates the first instance only) is refused too.
 import fs from 'node:fs';
 import net from 'node:net';
-import netIpc from 'net-ipc';
 import { hostPlatform, type Platform } from '../platform/platform.ts';
 import { ipcRequest } from './client.ts';
 import type { Request, Response, StatusReply } from './protocol.ts';
+import { Deframer, frame, INIT_TAG, T_CONNECTION, T_END, T_PING, T_PONG, T_REQUEST, T_RESPONSE, type Packet } from './wire.ts';
 
 /** A method handler: gets the request's params, returns the result (or throws an error with a `code`). */
 export type IpcHandler = (params: any, ctx: { connectionId: string }) => unknown;
@@ -146,9 +146,7 @@ export async function startIpcServer(opts: IpcServerOptions): Promise<IpcServer>
   }
   handlers.set('methods', () => [...handlers.keys()].sort());
 
-  const server = new netIpc.Server({ path: platform.netIpcPath(path) });
-  server.on('error', (err: unknown) => opts.onError?.(err));
-  server.on('request', (req: Request, respond: (r: Response) => Promise<void>, conn: { id: string }) => {
+  const onRequest = (req: Request, conn: { id: string }): Promise<Response> => {
     const method = req && typeof req === 'object' && typeof req.m === 'string' ? req.m : undefined;
     const reply = async (): Promise<Response> => {
       if (!method) return { ok: false, error: { code: 'BAD_REQUEST', message: 'request must be {m: method, p: params}' } };
@@ -162,15 +160,23 @@ export async function startIpcServer(opts: IpcServerOptions): Promise<IpcServer>
         return errorReply(err);
       }
     };
-    void reply().then((r) => respond(r)).catch((err) => opts.onError?.(err, method));
-  });
+    return reply();
+  };
+  const server = net.createServer();
+  const sockets = new Set<net.Socket>();
+  server.on('error', (err: unknown) => opts.onError?.(err));
+  server.on('connection', (sock) => serveConnection(sock, sockets, onRequest, opts.onError));
 
   // The socket is created with mode 0600 from the start (umask around the synchronous bind inside start()),
   // and chmod'ed again after listen for filesystems that ignore the umask.
   const oldMask = unix ? process.umask(0o177) : undefined;
   let listening: Promise<unknown>;
   try {
-    listening = server.start();
+    listening = new Promise<void>((resolve, reject) => {
+      server.once('listening', resolve);
+      server.once('error', reject);
+    });
+    server.listen({ path: endpoint }); // binds synchronously, inside the umask
   } finally {
     if (oldMask !== undefined) process.umask(oldMask);
   }
@@ -204,9 +210,12 @@ export async function startIpcServer(opts: IpcServerOptions): Promise<IpcServer>
     async close() {
       if (closed) return;
       closed = true;
-      const netServer = server.server;
-      await server.close();
-      if (netServer) await new Promise<void>((resolve) => (netServer.listening ? netServer.once('close', () => resolve()) : resolve()));
+      const done = new Promise<void>((resolve) => (server.listening ? server.close(() => resolve()) : resolve()));
+      // Each client is told why (an END packet, as net-ipc does), then its socket goes.
+      for (const sock of sockets) sock.end(frame({ t: T_END, d: { m: 'Server was shut down', a: false } }));
+      const t = setTimeout(() => sockets.forEach((s) => s.destroy()), 200);
+      await done;
+      clearTimeout(t);
       // net removes its socket file on close; make sure, but only if it is still ours.
       if (ino !== undefined) {
         try {
@@ -217,4 +226,57 @@ export async function startIpcServer(opts: IpcServerOptions): Promise<IpcServer>
       }
     },
   };
+}
+
+let connectionSeq = 0;
+
+/** One client: the "IPC" tag, the handshake, then requests answered in any order (pings too). */
+function serveConnection(sock: net.Socket, sockets: Set<net.Socket>, onRequest: (req: Request, conn: { id: string }) => Promise<Response>, onError?: (err: unknown, method?: string) => void): void {
+  sockets.add(sock);
+  const conn = { id: `${process.pid.toString(36)}-${(connectionSeq++).toString(36)}` };
+  const deframer = new Deframer();
+  let tagged = false;
+  let head = Buffer.alloc(0);
+  let ready = false;
+  const send = (p: Packet) => {
+    if (!sock.destroyed && sock.writable) sock.write(frame(p));
+  };
+  sock.on('close', () => sockets.delete(sock));
+  sock.on('error', (err) => onError?.(err));
+  sock.on('data', (chunk: Buffer) => {
+    if (!tagged) {
+      head = Buffer.concat([head, chunk]);
+      if (head.length < INIT_TAG.length) return;
+      if (head.subarray(0, INIT_TAG.length).toString('latin1') !== INIT_TAG) {
+        onError?.(new Error('control socket: a client that does not speak the IPC protocol (no "IPC" tag)'));
+        sock.destroy();
+        return;
+      }
+      tagged = true;
+      chunk = head.subarray(INIT_TAG.length);
+    }
+    let packets: Packet[];
+    try {
+      packets = deframer.push(chunk);
+    } catch (e) {
+      onError?.(new Error(`control socket: ${(e as Error).message}; connection closed`));
+      sock.destroy();
+      return;
+    }
+    for (const p of packets) {
+      if (p.t === T_CONNECTION) {
+        ready = true;
+        const id = (p.d as { id?: unknown } | undefined)?.id;
+        if (typeof id === 'string' && id) conn.id = id;
+        send({ t: T_CONNECTION, d: { id: conn.id, compress: false, messagepack: false }, ...(p.n ? { n: p.n } : {}) });
+      } else if (!ready) {
+        onError?.(new Error('control socket: a packet before the handshake; ignored'));
+      } else if (p.t === T_REQUEST) {
+        void onRequest(p.d as Request, conn).then((r) => send({ t: T_RESPONSE, d: r, ...(p.n ? { n: p.n } : {}) }), (err) => onError?.(err));
+      } else if (p.t === T_PING) {
+        send({ t: T_PONG, d: p.d, ...(p.n ? { n: p.n } : {}) });
+      }
+      // T_MESSAGE (no reply expected) and T_END (the client closes) need nothing from us.
+    }
+  });
 }

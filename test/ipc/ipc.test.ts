@@ -111,8 +111,9 @@ t.test('client errors say what is wrong', async (t) => {
   const c = new IpcClient(path);
   const pending = c.request('hang');
   await new Promise((r) => setTimeout(r, 50));
+  const failed = t.rejects(pending, { code: 'CLOSED' }); // before close(): the rejection may come while it runs
   await server.close();
-  await t.rejects(pending, { code: 'CLOSED' });
+  await failed;
 });
 
 t.test('Windows pipe names', async (t) => {
