@@ -5,11 +5,12 @@
 import t from 'tap';
 import fc from 'fast-check';
 import { asLoop } from '../../src/bgp/loops.ts';
-import { Speaker, type SpeakerConfig, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
+import type { Speaker } from '../../src/bgp/speaker.ts';
 import { parsePrefix } from '../../src/net/ip.ts';
 import { asSequence, asSet, makeAttrs, formatAsPath } from '../../src/rib/attrs.ts';
 import { parseConfig } from '../../src/config/config.ts';
-import { freePort, waitFor } from './raw-peer.ts';
+import { waitFor } from './raw-peer.ts';
+import { loopbackSpeakers } from './loopback.ts';
 
 t.test('asLoop: more than `allowed` occurrences of one of our ASes (property, counting oracle)', async (t) => {
   const asn = fc.constantFrom(65001, 65002, 65003, 4200000001);
@@ -31,23 +32,7 @@ t.test('config: peers[].allowAsIn and localAsn, checked', async (t) => {
   t.throws(cfg('{ address: 10.0.0.2, asn: 65002, localAsn: 0 }'), /bgp\.peers\[0\]\.localAsn/);
 });
 
-let PORT = 0;
-t.before(async () => {
-  PORT = await freePort();
-});
-const speakers: Speaker[] = [];
-t.afterEach(async () => {
-  await Promise.all(speakers.splice(0).map((s) => s.stop({ graceful: false })));
-});
-function mk(n: number, asn: number, peers: SpeakerPeerConfig[]): Speaker {
-  const s = new Speaker(cfgOf(n, asn, peers), { random: () => 0.5 });
-  speakers.push(s);
-  return s;
-}
-const cfgOf = (n: number, asn: number, peers: SpeakerPeerConfig[]): SpeakerConfig =>
-  ({ asn, routerId: `10.0.0.${n}`, listen: { address: `127.0.0.${n}`, port: PORT }, peers });
-const peer = (n: number, asn: number, extra: Partial<SpeakerPeerConfig> = {}): SpeakerPeerConfig =>
-  ({ address: `127.0.0.${n}`, asn, port: PORT, connectRetry: 1, ...extra });
+const { cfgOf, mk, peer } = loopbackSpeakers(t);
 
 t.test('allowas-in on the wire: default drops, N accepts up to N, a change re-imports', async (t) => {
   const a = mk(31, 65001, [peer(32, 65002)]);
