@@ -54,6 +54,7 @@ t.test('allowas-in on the wire: default drops, N accepts up to N, a change re-im
   await a.reconfigure(cfgOf(31, 65001, [peer(32, 65002, { allowAsIn: 2 })]));
   await waitFor(() => has('10.9.2.0/24'), 'allowAsIn 2: two accepted');
   t.equal(a.peers()[0]!.flaps, flaps, 'no session reset for an allowas-in change');
+  t.match(a.peers()[0], { allowAsIn: 2, localAsn: 65001 }, '/peers shows allowAsIn and the local AS');
   t.equal(a.peers()[0]!.state, 'Established');
 });
 
@@ -66,8 +67,8 @@ t.test('localAsn: the OPEN carries it, iBGP/eBGP against it, prepended toward eB
   a.announce('10.8.0.0/24');
   await Promise.all([a, b, c, d].map((s) => s.start()));
   await waitFor(() => [b, c, d].every((s) => s.rib.best(parsePrefix('10.8.0.0/24'))), 'every peer has the route');
-  t.same(a.peers().map((p) => [p.address, p.type, p.state]),
-    [['127.0.0.42', 'ibgp', 'Established'], ['127.0.0.43', 'ebgp', 'Established'], ['127.0.0.44', 'ebgp', 'Established']]);
+  t.same(a.peers().map((p) => [p.address, p.type, p.state, p.localAsn]),
+    [['127.0.0.42', 'ibgp', 'Established', 65100], ['127.0.0.43', 'ebgp', 'Established', 65100], ['127.0.0.44', 'ebgp', 'Established', 65001]]);
   const path = (s: Speaker) => formatAsPath(s.rib.best(parsePrefix('10.8.0.0/24'))!.attrs.asPath);
   t.equal(path(b), '', 'iBGP against the local AS: nothing prepended');
   t.equal(b.rib.best(parsePrefix('10.8.0.0/24'))!.attrs.localPref, 100, 'LOCAL_PREF as inside the AS');
