@@ -193,6 +193,10 @@ export interface PeerStatus {
   restartTime?: number | null;
   /** We reflect routes to this peer as our route-reflector client. */
   routeReflectorClient?: boolean;
+  /** Our AS on this session (the peer's localAsn, else the speaker's). */
+  localAsn?: number;
+  /** allowas-in count toward this peer (0: our AS in a path is a loop). */
+  allowAsIn?: number;
   /** Export work not yet on the wire: prefixes waiting to be encoded, octets in the socket's buffer. */
   sendQueue: { prefixes: number; bytes: number };
   /** Max-prefix limits and the last time they closed the session; null when the peer has none. */
@@ -647,6 +651,8 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       refused: p.refused,
       connectAttempts: s?.fsm.connectAttempts ?? 0,
       bfd: this.bfd?.status(p.cfg.address) ?? null,
+      localAsn: p.cfg.localAs,
+      allowAsIn: p.cfg.allowAsIn,
     };
   }
 

@@ -5,13 +5,12 @@
 import t from 'tap';
 import fc from 'fast-check';
 import { CommunityTagger, parseCommunity, formatCommunity } from '../../src/bgp/communities.ts';
-import { Speaker, type SpeakerConfig, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
 import { resolveCommunities } from '../../src/config/communities.ts';
 import { parseConfig } from '../../src/config/config.ts';
 import { formatPrefix, parsePrefix, prefixOf, IP } from '../../src/net/ip.ts';
 import { makeAttrs } from '../../src/rib/attrs.ts';
-import { describeAttrs } from '../../src/bgp/codec/json.ts';
-import { freePort, waitFor } from './raw-peer.ts';
+import { waitFor } from './raw-peer.ts';
+import { communitiesOf, loopbackSpeakers } from './loopback.ts';
 
 t.test('community values: aa:nn and aa:nn:mm, with clear errors', async (t) => {
   t.same(parseCommunity('65001:100'), { kind: 'standard', value: 65001 * 65536 + 100 });
@@ -39,8 +38,7 @@ t.test('the tagger adds the communities of every advertisement holding the route
     };
     const want = new Set(already.filter((v) => v.split(':').length === 2));
     for (const a of ads) if (inside(a.cidr)) for (const v of a.communities) want.add(v);
-    const d = describeAttrs(got, false);
-    const have = new Set([...(d.COMMUNITIES as string[] ?? []), ...(d.LARGE_COMMUNITY as string[] ?? [])]);
+    const have = new Set(communitiesOf(got));
     return [...want].sort().join() === [...have].sort().join();
   }), { numRuns: 300 });
   const tg = new CommunityTagger([{ cidr: '10.0.0.0/16', communities: ['1:1'] }]);
@@ -62,40 +60,23 @@ t.test('names resolve through communities; bad input names the field', async (t)
   t.same(ok.bgp!.prefixAdvertisements, [{ cidr: '10.0.0.0/16', communities: ['65010:1', '65010:2:3'] }]);
 });
 
-let PORT = 0;
-t.before(async () => {
-  PORT = await freePort();
-});
-const speakers: Speaker[] = [];
-t.afterEach(async () => {
-  await Promise.all(speakers.splice(0).map((s) => s.stop({ graceful: false })));
-});
-function mk(n: number, asn: number, peers: SpeakerPeerConfig[], extra: Partial<SpeakerConfig> = {}): Speaker {
-  const s = new Speaker({ asn, routerId: `10.0.0.${n}`, listen: { address: `127.0.0.${n}`, port: PORT }, peers, ...extra }, { random: () => 0.5 });
-  speakers.push(s);
-  return s;
-}
+const { cfgOf, mk, peer } = loopbackSpeakers(t);
 
 t.test('over real sessions: the receiver holds the communities, a reconfiguration changes them', async (t) => {
   const ads = [{ cidr: '10.20.0.0/16', communities: ['65020:100', '65020:1:2'] }, { cidr: '10.20.5.0/24', communities: ['65020:200'] }];
-  const cfg: SpeakerConfig = { asn: 65020, routerId: '10.0.0.21', listen: { address: '127.0.0.21', port: PORT },
-    peers: [{ address: '127.0.0.22', asn: 65030, port: PORT, connectRetry: 1 }], prefixAdvertisements: ads };
-  const a = new Speaker(cfg, { random: () => 0.5 });
-  speakers.push(a);
-  const b = mk(22, 65030, [{ address: '127.0.0.21', asn: 65020, port: PORT, connectRetry: 1 }]);
+  const a = mk(21, 65020, [peer(22, 65030)], { prefixAdvertisements: ads });
+  const b = mk(22, 65030, [peer(21, 65020)]);
   for (const p of ['10.20.5.0/26', '10.20.9.0/26', '10.30.0.0/26']) a.announce(p);
   await Promise.all([a.start(), b.start()]);
   const comm = (p: string) => {
     const r = b.rib.best(parsePrefix(p));
-    if (!r) return undefined;
-    const d = describeAttrs(r.attrs, false);
-    return [...(d.COMMUNITIES as string[] ?? []), ...(d.LARGE_COMMUNITY as string[] ?? [])];
+    return r ? communitiesOf(r.attrs) : undefined;
   };
   await waitFor(() => comm('10.20.5.0/26') && comm('10.20.9.0/26') && comm('10.30.0.0/26'), 'routes arrive');
   t.same(comm('10.20.5.0/26'), ['65020:100', '65020:200', '65020:1:2'], 'a longer prefix of both cidrs gets both advertisements\' communities');
   t.same(comm('10.20.9.0/26'), ['65020:100', '65020:1:2']);
   t.same(comm('10.30.0.0/26'), [], 'outside every cidr: none');
-  await a.reconfigure({ ...cfg, prefixAdvertisements: [{ cidr: '10.30.0.0/16', communities: ['65020:300'] }] });
+  await a.reconfigure({ ...cfgOf(21, 65020, [peer(22, 65030)]), prefixAdvertisements: [{ cidr: '10.30.0.0/16', communities: ['65020:300'] }] });
   await waitFor(() => comm('10.30.0.0/26')?.length === 1 && comm('10.20.5.0/26')?.length === 0, 'reconfigured communities arrive');
   t.same(comm('10.30.0.0/26'), ['65020:300']);
 });

@@ -5,11 +5,12 @@
 import t from 'tap';
 import fc from 'fast-check';
 import { asLoop } from '../../src/bgp/loops.ts';
-import { Speaker, type SpeakerConfig, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
+import type { Speaker } from '../../src/bgp/speaker.ts';
 import { parsePrefix } from '../../src/net/ip.ts';
 import { asSequence, asSet, makeAttrs, formatAsPath } from '../../src/rib/attrs.ts';
 import { parseConfig } from '../../src/config/config.ts';
-import { freePort, waitFor } from './raw-peer.ts';
+import { waitFor } from './raw-peer.ts';
+import { loopbackSpeakers } from './loopback.ts';
 
 t.test('asLoop: more than `allowed` occurrences of one of our ASes (property, counting oracle)', async (t) => {
   const asn = fc.constantFrom(65001, 65002, 65003, 4200000001);
@@ -31,23 +32,7 @@ t.test('config: peers[].allowAsIn and localAsn, checked', async (t) => {
   t.throws(cfg('{ address: 10.0.0.2, asn: 65002, localAsn: 0 }'), /bgp\.peers\[0\]\.localAsn/);
 });
 
-let PORT = 0;
-t.before(async () => {
-  PORT = await freePort();
-});
-const speakers: Speaker[] = [];
-t.afterEach(async () => {
-  await Promise.all(speakers.splice(0).map((s) => s.stop({ graceful: false })));
-});
-function mk(n: number, asn: number, peers: SpeakerPeerConfig[]): Speaker {
-  const s = new Speaker(cfgOf(n, asn, peers), { random: () => 0.5 });
-  speakers.push(s);
-  return s;
-}
-const cfgOf = (n: number, asn: number, peers: SpeakerPeerConfig[]): SpeakerConfig =>
-  ({ asn, routerId: `10.0.0.${n}`, listen: { address: `127.0.0.${n}`, port: PORT }, peers });
-const peer = (n: number, asn: number, extra: Partial<SpeakerPeerConfig> = {}): SpeakerPeerConfig =>
-  ({ address: `127.0.0.${n}`, asn, port: PORT, connectRetry: 1, ...extra });
+const { cfgOf, mk, peer } = loopbackSpeakers(t);
 
 t.test('allowas-in on the wire: default drops, N accepts up to N, a change re-imports', async (t) => {
   const a = mk(31, 65001, [peer(32, 65002)]);
@@ -69,6 +54,7 @@ t.test('allowas-in on the wire: default drops, N accepts up to N, a change re-im
   await a.reconfigure(cfgOf(31, 65001, [peer(32, 65002, { allowAsIn: 2 })]));
   await waitFor(() => has('10.9.2.0/24'), 'allowAsIn 2: two accepted');
   t.equal(a.peers()[0]!.flaps, flaps, 'no session reset for an allowas-in change');
+  t.match(a.peers()[0], { allowAsIn: 2, localAsn: 65001 }, '/peers shows allowAsIn and the local AS');
   t.equal(a.peers()[0]!.state, 'Established');
 });
 
@@ -81,8 +67,8 @@ t.test('localAsn: the OPEN carries it, iBGP/eBGP against it, prepended toward eB
   a.announce('10.8.0.0/24');
   await Promise.all([a, b, c, d].map((s) => s.start()));
   await waitFor(() => [b, c, d].every((s) => s.rib.best(parsePrefix('10.8.0.0/24'))), 'every peer has the route');
-  t.same(a.peers().map((p) => [p.address, p.type, p.state]),
-    [['127.0.0.42', 'ibgp', 'Established'], ['127.0.0.43', 'ebgp', 'Established'], ['127.0.0.44', 'ebgp', 'Established']]);
+  t.same(a.peers().map((p) => [p.address, p.type, p.state, p.localAsn]),
+    [['127.0.0.42', 'ibgp', 'Established', 65100], ['127.0.0.43', 'ebgp', 'Established', 65100], ['127.0.0.44', 'ebgp', 'Established', 65001]]);
   const path = (s: Speaker) => formatAsPath(s.rib.best(parsePrefix('10.8.0.0/24'))!.attrs.asPath);
   t.equal(path(b), '', 'iBGP against the local AS: nothing prepended');
   t.equal(b.rib.best(parsePrefix('10.8.0.0/24'))!.attrs.localPref, 100, 'LOCAL_PREF as inside the AS');

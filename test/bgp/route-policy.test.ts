@@ -5,17 +5,14 @@
 import t from 'tap';
 import fc from 'fast-check';
 import { RoutePolicy, PRIORITY_BASE, type PolicyRule } from '../../src/bgp/route-policy.ts';
-import { Speaker, type SpeakerConfig, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
+import type { Speaker } from '../../src/bgp/speaker.ts';
 import { importCalico } from '../../src/config/calico.ts';
 import { parsePrefix, formatPrefix, prefixOf, IP } from '../../src/net/ip.ts';
-import { asSequence, makeAttrs, formatAsPath, type PathAttrs } from '../../src/rib/attrs.ts';
-import { describeAttrs } from '../../src/bgp/codec/json.ts';
-import { freePort, waitFor } from './raw-peer.ts';
+import { asSequence, makeAttrs, formatAsPath } from '../../src/rib/attrs.ts';
+import { waitFor } from './raw-peer.ts';
+import { communitiesOf, loopbackSpeakers } from './loopback.ts';
 
-const comms = (a: PathAttrs) => {
-  const d = describeAttrs(a, false);
-  return [...(d.COMMUNITIES as string[] ?? []), ...(d.LARGE_COMMUNITY as string[] ?? [])];
-};
+const comms = communitiesOf;
 
 t.test('first match decides; operations in order; no match accepts (property, against an oracle)', async (t) => {
   const cidr = fc.tuple(fc.integer({ min: 0, max: 1 }), fc.integer({ min: 8, max: 24 })).map(([a, len]) => formatPrefix(prefixOf(new IP(4, (10 << 24 | a << 16) >>> 0, 0, 0, 0), len)));
@@ -87,21 +84,7 @@ t.test('importer: newer BGPFilter fields become a route policy; bad ones refused
   t.throws(() => importCalico(text.replace('addCommunity: { value: "65000:1" }', 'addCommunity: { value: "x" }'), 'p.yaml', 'n'), { message: /operations\[0\]\.addCommunity\.value: "x" is not a community/ });
 });
 
-let PORT = 0;
-t.before(async () => {
-  PORT = await freePort();
-});
-const speakers: Speaker[] = [];
-t.afterEach(async () => {
-  await Promise.all(speakers.splice(0).map((s) => s.stop({ graceful: false })));
-});
-const cfgOf = (n: number, asn: number, peers: SpeakerPeerConfig[]): SpeakerConfig => ({ asn, routerId: `10.0.0.${n}`, listen: { address: `127.0.0.${n}`, port: PORT }, peers });
-function mk(n: number, asn: number, peers: SpeakerPeerConfig[]): Speaker {
-  const s = new Speaker(cfgOf(n, asn, peers), { random: () => 0.5 });
-  speakers.push(s);
-  return s;
-}
-const peer = (n: number, asn: number, extra: Partial<SpeakerPeerConfig> = {}): SpeakerPeerConfig => ({ address: `127.0.0.${n}`, asn, port: PORT, connectRetry: 1, ...extra });
+const { mk, peer } = loopbackSpeakers(t);
 
 t.test('on the wire: export operations and rejects, import priority and NotIn', async (t) => {
   const exportPolicy: PolicyRule[] = [
