@@ -205,3 +205,21 @@ t.test('reconfigure: a changed password restarts the session with the new key; r
   await waitFor(() => a.peers()[0].state === 'Established', 'up without keys', 20000);
   t.equal(a.peers()[0].md5, false);
 });
+
+t.test('the native module is loaded only when a peer needs it, once, and again after a reload adds such a peer', async (t) => {
+  let loads = 0;
+  const host = socketOptionsHost('linux', async () => {
+    loads++;
+    return (await import('../../src/platform/sockopt-koffi.ts')).loadSocketCalls();
+  });
+  const base = { asn: 65041, routerId: '10.0.0.41', listen: { address: '127.0.0.41', port: PORT } };
+  const a = new Speaker({ ...base, peers: [peer(42, 65042)] }, { socketOptions: host });
+  speakers.push(a);
+  await a.start();
+  t.equal(loads, 0, 'no peer with a password or ttlSecurity: koffi not loaded');
+  await a.reconfigure({ ...base, peers: [peer(42, 65042), peer(43, 65043, { ttlSecurity: 1 })] });
+  t.equal(loads, 1, 'a reload that adds one loads it');
+  await a.reconfigure({ ...base, peers: [peer(42, 65042), peer(43, 65043, { ttlSecurity: 2 }), peer(44, 65044, { ttlSecurity: 1 })] });
+  t.equal(loads, 1, 'once');
+  t.match(a.peers().map((p) => p.refused), [null, null, null]);
+});
