@@ -18,7 +18,7 @@ import path from 'node:path';
 import { driveC, runWine, startWine, windowsDist, windowsNode, zPath } from '../../packaging/windows/wine.ts';
 import { adminOnlyDaclProblem } from '../../src/platform/pipe-acl.ts';
 import { freePort } from '../store/etcd-harness.ts';
-import { exe, windowsReady } from './harness.ts';
+import { exe, parseLog, windowsReady } from './harness.ts';
 
 /** Reads a pipe's or a directory's DACL with its own Win32 calls (not blockspeaker's): prints {sddl} or {error}. */
 const READER = `
@@ -54,16 +54,6 @@ const pipe = process.argv[2];
 require('node:net').createServer((c) => c.on('error', () => {})).listen(pipe, () => console.log('squatting ' + pipe));
 setTimeout(() => process.exit(0), 300000);
 `;
-
-function parseLog(stderr: string): Record<string, unknown>[] {
-  return stderr.split('\n').filter(Boolean).map((l) => {
-    try {
-      return JSON.parse(l) as Record<string, unknown>;
-    } catch {
-      return { msg: l };
-    }
-  });
-}
 
 async function until<T>(what: string, ms: number, f: () => T | undefined | false): Promise<T> {
   const end = Date.now() + ms;
