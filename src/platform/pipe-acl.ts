@@ -1,6 +1,6 @@
 // Who may use the Windows control pipe: SYSTEM and Administrators only. Pure logic (the SDDL we set, the check of
 // what the OS reads back, the messages); the Win32 calls that apply it live in ./win32-security.ts (koffi, loaded
-// only on Windows when a pipe is listened on) behind the PipeSecurityApi below, so tests hand in a double.
+// only on Windows when a pipe is listened on) behind the Win32SecurityApi below, so tests hand in a double.
 //
 // Why this route: Node creates the pipe through libuv, which cannot be given a security descriptor, but libuv opens
 // every instance with WRITE_DAC and the first with FILE_FLAG_FIRST_PIPE_INSTANCE (src/win/pipe.c: a name another
@@ -11,9 +11,12 @@
 /** Generic-all for SYSTEM and BUILTIN\Administrators; "P": protected, nothing inherited; nobody else. */
 export const ADMIN_ONLY_PIPE_SDDL = 'D:P(A;;GA;;;SY)(A;;GA;;;BA)';
 
-/** The Win32 side: apply `sddl`'s DACL to the pipe (opened as a client) and return the DACL read back, as SDDL. */
-export interface PipeSecurityApi {
+/** The Win32 side (./win32-security.ts), as SDDL strings. */
+export interface Win32SecurityApi {
+  /** Apply `sddl`'s DACL to the pipe (opened as a client) and return the DACL read back. */
   setDacl(pipe: string, sddl: string): string;
+  /** The DACL a file or directory holds now. */
+  readDirDacl(dir: string): string;
 }
 
 /** A failed Win32 call, by name and error code (what `GetLastError` or the call's return said). */
@@ -100,7 +103,7 @@ export function adminOnlyPipeWhat(pipe: string, readBack: string): string {
  * Restrict `pipe` to SYSTEM and Administrators through `api` and check what the OS kept. Throws PipeAclError naming
  * the pipe and the cause when it cannot be set or reads back different.
  */
-export function restrictPipe(pipe: string, api: PipeSecurityApi): { enforced: true; what: string; dacl: string } {
+export function restrictPipe(pipe: string, api: Win32SecurityApi): { enforced: true; what: string; dacl: string } {
   let back: string;
   try {
     back = api.setDacl(pipe, ADMIN_ONLY_PIPE_SDDL);
@@ -112,4 +115,21 @@ export function restrictPipe(pipe: string, api: PipeSecurityApi): { enforced: tr
     throw new PipeAclError(`the control pipe ${pipe} does not keep the DACL ${ADMIN_ONLY_PIPE_SDDL}: it reads back "${back}" (${problem}); refusing to start`);
   }
   return { enforced: true, what: adminOnlyPipeWhat(pipe, back), dacl: back };
+}
+
+/**
+ * What a new state directory enforces after icacls: its DACL read back and checked with the pipe's rule (SYSTEM and
+ * Administrators, full control, nothing else; inheritance flags allowed). `api` undefined: the calls did not load.
+ */
+export function checkDirAcl(dir: string, api: Win32SecurityApi | undefined, whyNoApi = ''): { enforced: boolean; what: string } {
+  if (!api) return { enforced: true, what: `${dir}: ACL set to SYSTEM and Administrators only by icacls (inheritance removed; not read back: ${whyNoApi})` };
+  let back: string;
+  try {
+    back = api.readDirDacl(dir);
+  } catch (e) {
+    return { enforced: true, what: `${dir}: ACL set to SYSTEM and Administrators only by icacls (inheritance removed; not read back: ${(e as Error)?.message ?? String(e)})` };
+  }
+  const problem = adminOnlyDaclProblem(back);
+  if (problem) return { enforced: false, what: `${dir}: ACL NOT restricted: icacls reported success but the DACL reads back ${back} (${problem})` };
+  return { enforced: true, what: `${dir}: DACL ${back} read back (SYSTEM and Administrators only, inherited below; inheritance removed)` };
 }

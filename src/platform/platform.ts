@@ -12,7 +12,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import fsx from 'fs-native-extensions';
-import { restrictPipe, type PipeSecurityApi } from './pipe-acl.ts';
+import { checkDirAcl, restrictPipe, type Win32SecurityApi } from './pipe-acl.ts';
 import { defaultPaths, HOST_PLATFORM, netIpcPath, socketEndpoint, type DefaultPaths, type PlatformId } from './paths.ts';
 
 export type { PlatformId, DefaultPaths } from './paths.ts';
@@ -117,7 +117,7 @@ export interface PlatformDeps {
   spawn: Spawner;
   sleepMs: (ms: number) => void;
   /** The Win32 security calls for the pipe's DACL (koffi), loaded on first use: only a Windows daemon needs them. */
-  pipeSecurity: () => Promise<PipeSecurityApi>;
+  win32Security: () => Promise<Win32SecurityApi>;
 }
 
 function errCode(err: unknown): string | undefined {
@@ -179,7 +179,7 @@ export function realDeps(): PlatformDeps {
     processAlive: realProcessAlive,
     spawn: realSpawn,
     sleepMs: (ms) => void Atomics.wait(sab, 0, 0, ms),
-    pipeSecurity: async () => (await import('./win32-security.ts')).win32PipeSecurity(),
+    win32Security: async () => (await import('./win32-security.ts')).win32Security(),
   };
 }
 
@@ -199,7 +199,11 @@ function files(d: PlatformDeps, windows: boolean): PlatformFiles {
       }
     },
     list: (dir) => d.fs.readdirSync(dir),
-    mkdirp: (dir) => d.fs.mkdirSync(dir, { recursive: true }),
+    mkdirp(dir) {
+      const made = d.fs.mkdirSync(dir, { recursive: true });
+      // Node on Windows answers with the long-path form (\\?\C:\x); messages and icacls get the usual one.
+      return windows && made ? made.replace(/^\\\\\?\\UNC\\/, '\\\\').replace(/^\\\\\?\\/, '') : made;
+    },
     syncDir(dir) {
       if (windows) return; // no directory handles for fsync; NTFS journals the rename itself
       const fd = d.fs.openSync(dir, 'r');
@@ -285,9 +289,9 @@ export function windowsPlatform(d: PlatformDeps = realDeps()): Platform {
     // (./pipe-acl.ts) before the daemon says it listens, and refuses to start when it cannot.
     ipcAccess: 'named pipe with the DACL D:P(A;;GA;;;SY)(A;;GA;;;BA): SYSTEM and Administrators only; first instance only',
     async secureIpc(endpoint) {
-      let api: PipeSecurityApi;
+      let api: Win32SecurityApi;
       try {
-        api = await d.pipeSecurity();
+        api = await d.win32Security();
       } catch (e) {
         throw new Error(`cannot restrict the control pipe ${endpoint} to SYSTEM and Administrators: the Win32 security calls (koffi) do not load: ${(e as Error)?.message ?? String(e)}; refusing to start`);
       }
@@ -296,7 +300,17 @@ export function windowsPlatform(d: PlatformDeps = realDeps()): Platform {
     },
     async secureNewDir(dir) {
       const r = await d.spawn('icacls', icaclsArgs(dir));
-      if (r.code === 0) return { enforced: true, what: `${dir}: ACL set to SYSTEM and Administrators only (inheritance removed)` };
+      if (r.code === 0) {
+        // Read it back: what the log says must be what the directory holds (wine's icacls, for one, does nothing).
+        let api: Win32SecurityApi | undefined;
+        let why = '';
+        try {
+          api = await d.win32Security();
+        } catch (e) {
+          why = `the Win32 security calls (koffi) do not load: ${(e as Error)?.message ?? String(e)}`;
+        }
+        return checkDirAcl(dir, api, why);
+      }
       const why = (r.stderr || r.stdout).trim().split(/\r?\n/)[0] || `exit code ${r.code}`;
       return { enforced: false, what: `${dir}: ACL NOT restricted, it inherits its parent's (icacls failed: ${why})` };
     },

@@ -1,14 +1,15 @@
-// The Win32 calls behind PipeSecurityApi (./pipe-acl.ts), through koffi. Imported only on Windows when the daemon
+// The Win32 calls behind Win32SecurityApi (./pipe-acl.ts), through koffi. Imported only on Windows when the daemon
 // listens on its pipe (never by the CNI plugin, the CLI's client commands or Linux), so neither koffi's load time nor
 // its memory is paid elsewhere. In the Windows executable, 'koffi' resolves to the koffi.node shipped beside it
 // (packaging/windows/build.ts).
-import { Win32Error, type PipeSecurityApi } from './pipe-acl.ts';
+import { Win32Error, type Win32SecurityApi } from './pipe-acl.ts';
 
 // winnt.h / winbase.h / accctrl.h / sddl.h
 const READ_CONTROL = 0x0002_0000;
 const WRITE_DAC = 0x0004_0000;
 const OPEN_EXISTING = 3;
 const ERROR_PIPE_BUSY = 231;
+const SE_FILE_OBJECT = 1;
 const SE_KERNEL_OBJECT = 6;
 const DACL_SECURITY_INFORMATION = 0x0000_0004;
 const PROTECTED_DACL_SECURITY_INFORMATION = 0x8000_0000;
@@ -29,7 +30,7 @@ async function loadKoffi(): Promise<KoffiLike> {
   return typeof mod.load === 'function' ? mod : (mod.default as KoffiLike);
 }
 
-export async function win32PipeSecurity(): Promise<PipeSecurityApi> {
+export async function win32Security(): Promise<Win32SecurityApi> {
   const koffi = await loadKoffi();
   const kernel32 = koffi.load('kernel32.dll');
   const advapi32 = koffi.load('advapi32.dll');
@@ -42,6 +43,7 @@ export async function win32PipeSecurity(): Promise<PipeSecurityApi> {
   const GetSecurityDescriptorDacl = advapi32.func('int GetSecurityDescriptorDacl(void *sd, _Out_ int *present, _Out_ void **dacl, _Out_ int *defaulted)');
   const SetSecurityInfo = advapi32.func('uint32_t SetSecurityInfo(void *h, int type, uint32_t info, void *owner, void *group, void *dacl, void *sacl)');
   const GetSecurityInfo = advapi32.func('uint32_t GetSecurityInfo(void *h, int type, uint32_t info, void *owner, void *group, _Out_ void **dacl, void *sacl, _Out_ void **sd)');
+  const GetNamedSecurityInfoW = advapi32.func('uint32_t GetNamedSecurityInfoW(const char16_t *name, int type, uint32_t info, void *owner, void *group, _Out_ void **dacl, void *sacl, _Out_ void **sd)');
   const SdToSddl = advapi32.func('int ConvertSecurityDescriptorToStringSecurityDescriptorW(void *sd, uint32_t rev, uint32_t info, _Out_ void **sddl, _Out_ uint32_t *len)');
 
   const invalid = (h: unknown) => h === null || koffi.address(h) === INVALID_HANDLE;
@@ -64,11 +66,8 @@ export async function win32PipeSecurity(): Promise<PipeSecurityApi> {
     return sd[0];
   }
 
-  function readDacl(h: unknown): string {
-    const dacl: unknown[] = [null];
-    const sd: unknown[] = [null];
-    const rc = GetSecurityInfo(h, SE_KERNEL_OBJECT, DACL_SECURITY_INFORMATION, null, null, dacl, null, sd) as number;
-    if (rc !== 0) throw new Win32Error('GetSecurityInfo', rc);
+  /** The DACL of a descriptor that GetSecurityInfo or GetNamedSecurityInfoW returned in `sd` (freed here). */
+  function daclString(sd: unknown[]): string {
     try {
       const str: unknown[] = [null];
       if (!SdToSddl(sd[0], SDDL_REVISION_1, DACL_SECURITY_INFORMATION, str, [0])) {
@@ -84,7 +83,20 @@ export async function win32PipeSecurity(): Promise<PipeSecurityApi> {
     }
   }
 
+  function readDacl(h: unknown): string {
+    const sd: unknown[] = [null];
+    const rc = GetSecurityInfo(h, SE_KERNEL_OBJECT, DACL_SECURITY_INFORMATION, null, null, [null], null, sd) as number;
+    if (rc !== 0) throw new Win32Error('GetSecurityInfo', rc);
+    return daclString(sd);
+  }
+
   return {
+    readDirDacl(dir) {
+      const sd: unknown[] = [null];
+      const rc = GetNamedSecurityInfoW(dir, SE_FILE_OBJECT, DACL_SECURITY_INFORMATION, null, null, [null], null, sd) as number;
+      if (rc !== 0) throw new Win32Error(`GetNamedSecurityInfoW(${dir})`, rc);
+      return daclString(sd);
+    },
     setDacl(pipe, sddl) {
       const sd = descriptor(sddl);
       try {

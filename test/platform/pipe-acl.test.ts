@@ -6,13 +6,18 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { ADMIN_ONLY_PIPE_SDDL, adminOnlyDaclProblem, PipeAclError, restrictPipe, Win32Error, type PipeSecurityApi } from '../../src/platform/pipe-acl.ts';
+import { ADMIN_ONLY_PIPE_SDDL, adminOnlyDaclProblem, checkDirAcl, PipeAclError, restrictPipe, Win32Error, type Win32SecurityApi } from '../../src/platform/pipe-acl.ts';
 import { linuxPlatform } from '../../src/platform/platform.ts';
 import { IpcStartError, listenError, startIpcServer } from '../../src/ipc/server.ts';
 import { IpcClient } from '../../src/ipc/client.ts';
 import { windowsDouble } from './windows-double.ts';
 
 const PIPE = '\\\\.\\pipe\\blockspeaker';
+
+/** A Win32 security double from its pipe call; directories read back as icacls leaves them on Windows. */
+function api(setDacl: Win32SecurityApi['setDacl'], readDirDacl: Win32SecurityApi['readDirDacl'] = () => 'D:PAI(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)'): Win32SecurityApi {
+  return { setDacl, readDirDacl };
+}
 
 function tmpDir(t: { teardown(fn: () => void): void }): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bs-pipeacl-'));
@@ -68,16 +73,16 @@ t.test('property: the check accepts exactly the DACLs that give full control to 
 
 t.test('restrictPipe: asks for the admin-only DACL, refuses when it cannot be set or reads back wider', async (t) => {
   const asked: string[] = [];
-  const ok = restrictPipe(PIPE, { setDacl: (p, s) => (asked.push(`${p} ${s}`), 'D:P(A;;FA;;;SY)(A;;FA;;;BA)') });
+  const ok = restrictPipe(PIPE, api((p, s) => (asked.push(`${p} ${s}`), 'D:P(A;;FA;;;SY)(A;;FA;;;BA)')));
   t.same(asked, [`${PIPE} ${ADMIN_ONLY_PIPE_SDDL}`]);
   t.match(ok, { enforced: true, dacl: 'D:P(A;;FA;;;SY)(A;;FA;;;BA)', what: /named pipe \\\\\.\\pipe\\blockspeaker: DACL D:P\(A;;FA;;;SY\)\(A;;FA;;;BA\) read back \(SYSTEM and Administrators only/ });
 
-  const denied: PipeSecurityApi = { setDacl: () => { throw new Win32Error('SetSecurityInfo(\\\\.\\pipe\\blockspeaker, DACL)', 5); } };
+  const denied = api(() => { throw new Win32Error('SetSecurityInfo(\\\\.\\pipe\\blockspeaker, DACL)', 5); });
   t.throws(() => restrictPipe(PIPE, denied), PipeAclError);
   t.throws(() => restrictPipe(PIPE, denied), {
     message: `cannot restrict the control pipe ${PIPE} to SYSTEM and Administrators (${ADMIN_ONLY_PIPE_SDDL}): SetSecurityInfo(${PIPE}, DACL) failed: ERROR_ACCESS_DENIED (5); refusing to start`,
   });
-  const wider: PipeSecurityApi = { setDacl: () => 'D:(A;;GA;;;SY)(A;;GA;;;BA)(A;;GR;;;WD)' };
+  const wider = api(() => 'D:(A;;GA;;;SY)(A;;GA;;;BA)(A;;GR;;;WD)');
   t.throws(() => restrictPipe(PIPE, wider), { message: /the control pipe .*blockspeaker does not keep the DACL D:P\(A;;GA;;;SY\)\(A;;GA;;;BA\): it reads back "D:\(A;;GA;;;SY\)\(A;;GA;;;BA\)\(A;;GR;;;WD\)" \(entry \(A;;GR;;;WD\) grants access to WD, who is neither SYSTEM nor Administrators\)/ });
   t.equal(new Win32Error('CreateFileW', 4242).message, 'CreateFileW failed: Win32 error 4242', 'an unnamed code is still given');
 });
@@ -97,7 +102,7 @@ t.test('a Windows daemon\'s pipe: DACL set through the platform before the serve
 
 t.test('a pipe whose DACL cannot be set, or koffi that does not load: the start is refused, nothing left listening', async (t) => {
   const dir = tmpDir(t);
-  const denied = windowsDouble({ pipeDir: dir, pipeSecurity: async () => ({ setDacl: () => { throw new Win32Error(`CreateFileW(${PIPE}, READ_CONTROL|WRITE_DAC)`, 5); } }) });
+  const denied = windowsDouble({ pipeDir: dir, win32Security: async () => api(() => { throw new Win32Error(`CreateFileW(${PIPE}, READ_CONTROL|WRITE_DAC)`, 5); }) });
   await t.rejects(startIpcServer({ path: PIPE, platform: denied.platform }), IpcStartError);
   await t.rejects(startIpcServer({ path: PIPE, platform: denied.platform }), {
     message: `cannot restrict the control pipe ${PIPE} to SYSTEM and Administrators (${ADMIN_ONLY_PIPE_SDDL}): CreateFileW(${PIPE}, READ_CONTROL|WRITE_DAC) failed: ERROR_ACCESS_DENIED (5); refusing to start`,
@@ -110,7 +115,7 @@ t.test('a pipe whose DACL cannot be set, or koffi that does not load: the start 
   });
   t.not(reach, 'connected', 'the server was closed, not left listening with the default DACL');
 
-  const noKoffi = windowsDouble({ pipeDir: dir, pipeSecurity: async () => { throw new Error('Cannot find the native Koffi module'); } });
+  const noKoffi = windowsDouble({ pipeDir: dir, win32Security: async () => { throw new Error('Cannot find the native Koffi module'); } });
   await t.rejects(startIpcServer({ path: PIPE, platform: noKoffi.platform }), {
     name: 'IpcStartError',
     message: `cannot restrict the control pipe ${PIPE} to SYSTEM and Administrators: the Win32 security calls (koffi) do not load: Cannot find the native Koffi module; refusing to start`,
@@ -153,4 +158,27 @@ t.test('a squatter that accepts connections but is no blockspeaker daemon: refus
     message: `${sock} is already owned by another process that does not answer as a blockspeaker daemon; refusing to start`,
   });
   t.ok(fs.existsSync(sock), 'the squatter\'s socket is left alone');
+});
+
+t.test('a new state directory: icacls, then its DACL read back; the log says NOT restricted when it reads back wider', async (t) => {
+  const DIR = 'C:\\ProgramData\\blockspeaker';
+  const ok = windowsDouble();
+  t.same(await ok.platform.secureNewDir(DIR), {
+    enforced: true,
+    what: `${DIR}: DACL D:PAI(A;OICI;FA;;;SY)(A;OICI;FA;;;BA) read back (SYSTEM and Administrators only, inherited below; inheritance removed)`,
+  });
+  t.equal(ok.spawned[0]?.cmd, 'icacls', 'set with icacls, the tool install.ps1 uses too');
+  // What wine returns: icacls there is a stub that succeeds, the directory keeps a DACL made from its Unix mode.
+  const wine = 'D:(A;OICI;FA;;;SY)(A;OICI;FA;;;S-1-5-21-0-0-0-1000)(A;OICI;0x1200a9;;;WD)';
+  const stub = windowsDouble({ win32Security: async () => api(() => '', () => wine) });
+  t.same(await stub.platform.secureNewDir(DIR), {
+    enforced: false,
+    what: `${DIR}: ACL NOT restricted: icacls reported success but the DACL reads back ${wine} (entry (A;OICI;FA;;;S-1-5-21-0-0-0-1000) grants access to S-1-5-21-0-0-0-1000, who is neither SYSTEM nor Administrators)`,
+  });
+  const inherits = checkDirAcl(DIR, api(() => '', () => 'D:AI(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;OICIID;0x1200a9;;;BU)'));
+  t.match(inherits, { enforced: false, what: /grants access to BU/ }, 'an entry still inherited from C:\\ProgramData is seen');
+  const noKoffi = windowsDouble({ win32Security: async () => { throw new Error('Cannot find the native Koffi module'); } });
+  t.match(await noKoffi.platform.secureNewDir(DIR), { enforced: true, what: /set to SYSTEM and Administrators only by icacls .*not read back: the Win32 security calls \(koffi\) do not load: Cannot find/ });
+  const readFails = checkDirAcl(DIR, api(() => '', () => { throw new Win32Error(`GetNamedSecurityInfoW(${DIR})`, 5); }));
+  t.match(readFails, { enforced: true, what: /not read back: GetNamedSecurityInfoW\(.*\) failed: ERROR_ACCESS_DENIED \(5\)/ });
 });

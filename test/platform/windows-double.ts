@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { realDeps, windowsPlatform, type Platform, type SpawnResult } from '../../src/platform/platform.ts';
 import { netIpcPath } from '../../src/platform/paths.ts';
-import type { PipeSecurityApi } from '../../src/platform/pipe-acl.ts';
+import type { Win32SecurityApi } from '../../src/platform/pipe-acl.ts';
 
 export interface WindowsDouble {
   platform: Platform;
@@ -36,7 +36,7 @@ export interface WindowsDoubleOptions {
    * The Win32 pipe security calls. Default: the DACL asked for is kept and read back as wine does (entries as
    * given, the protected flag dropped). Reject to model koffi failing to load.
    */
-  pipeSecurity?: () => Promise<PipeSecurityApi>;
+  win32Security?: () => Promise<Win32SecurityApi>;
   /** Listen for "pipes" as Unix sockets in this directory (the pipe namespace of the double), so a server can run. */
   pipeDir?: string;
 }
@@ -55,11 +55,13 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
   const refused: string[] = [];
   const spawned: { cmd: string; args: string[] }[] = [];
   const pipeDacls: { pipe: string; sddl: string }[] = [];
-  const keepAsWine: PipeSecurityApi = {
+  const keepAsWine: Win32SecurityApi = {
     setDacl(pipe, sddl) {
       pipeDacls.push({ pipe, sddl });
       return sddl.replace(/^D:P/, 'D:');
     },
+    // What icacls icaclsArgs() leaves, as Windows renders it.
+    readDirDacl: () => 'D:PAI(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)',
   };
   const isOpen = (p: string) => [...open.values()].some((o) => o.path === path.resolve(p));
   const refuse = (code: 'EPERM' | 'EACCES', syscall: string, what: string) => {
@@ -116,7 +118,7 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
       spawned.push({ cmd, args });
       return opts.spawnResult?.(cmd, args) ?? { code: 0, stdout: 'Successfully processed 1 files; Failed processing 0 files', stderr: '' };
     },
-    pipeSecurity: opts.pipeSecurity ?? (async () => keepAsWine),
+    win32Security: opts.win32Security ?? (async () => keepAsWine),
   });
   const pipeDir = opts.pipeDir;
   const withPipes: Platform = pipeDir ? { ...platform, netIpcPath: (p) => path.join(pipeDir, netIpcPath(p, 'win32')) } : platform;

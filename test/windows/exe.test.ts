@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { driveC, runWine, startWine, zPath, type WineChild, type WineResult } from '../../packaging/windows/wine.ts';
 import { freePort } from '../store/etcd-harness.ts';
-import { exe, windowsReady } from './harness.ts';
+import { exe, parseLog, windowsReady } from './harness.ts';
 
 const NET = 'k8s-pod-network';
 
@@ -47,13 +47,7 @@ function json(t: Test, r: WineResult): any {
 async function waitForLog(d: WineChild, msg: string, ms: number): Promise<Record<string, unknown>[]> {
   const until = Date.now() + ms;
   for (;;) {
-    const lines = d.output().stderr.split('\n').filter(Boolean).map((l) => {
-      try {
-        return JSON.parse(l) as Record<string, unknown>;
-      } catch {
-        return { msg: l };
-      }
-    });
+    const lines = parseLog(d.output().stderr);
     if (lines.some((l) => l.msg === msg)) return lines;
     if (Date.now() > until) throw new Error(`daemon never logged "${msg}": ${JSON.stringify(d.output())}`);
     await new Promise((r) => setTimeout(r, 500));

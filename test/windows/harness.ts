@@ -54,3 +54,14 @@ export function windowsReady(t: Test): boolean {
   }
   return true;
 }
+
+/** The daemon's JSON log lines from its stderr (a line that is not JSON is kept as {msg: line}). */
+export function parseLog(stderr: string): Record<string, unknown>[] {
+  return stderr.split('\n').filter(Boolean).map((l) => {
+    try {
+      return JSON.parse(l) as Record<string, unknown>;
+    } catch {
+      return { msg: l };
+    }
+  });
+}

@@ -1,11 +1,13 @@
 // The packaged daemon's control pipe under wine: koffi loads from beside blockspeaker.exe, the DACL the daemon sets
-// (SYSTEM and Administrators only) is what an independent reader gets back from the pipe, and a pipe name another
-// process already holds refuses the start with a message that says so.
+// (SYSTEM and Administrators only) is what an independent reader gets back from the pipe, what the daemon says about
+// its new store directory is what that directory holds, and a pipe name another process already holds refuses the
+// start with a message that says so.
 //
 // What wine does and does not do (found with these executables, wine 8 from Debian): it stores a pipe's DACL and
 // returns its entries (without the protected flag, and with generic rights unmapped), but it does not check a
 // client's access against that DACL, and it lets a second server create a pipe name that exists
-// (FILE_FLAG_FIRST_PIPE_INSTANCE is not enforced). Access enforcement itself is Windows' job; the squatter is caught
+// (FILE_FLAG_FIRST_PIPE_INSTANCE is not enforced); its icacls is a stub that succeeds, and a directory's DACL is made
+// from its Unix mode (SetNamedSecurityInfoW succeeds and changes nothing). Access enforcement itself is Windows' job; the squatter is caught
 // here by the daemon's own probe before it listens, which works the same on Windows.
 //
 // Needs wine (Debian wine64 + wine); with REQUIRE_PEERS=1 (CI) its absence is a failure.
@@ -16,9 +18,9 @@ import path from 'node:path';
 import { driveC, runWine, startWine, windowsDist, windowsNode, zPath } from '../../packaging/windows/wine.ts';
 import { adminOnlyDaclProblem } from '../../src/platform/pipe-acl.ts';
 import { freePort } from '../store/etcd-harness.ts';
-import { exe, windowsReady } from './harness.ts';
+import { exe, parseLog, windowsReady } from './harness.ts';
 
-/** Reads a pipe's DACL with its own Win32 calls (not blockspeaker's): prints {sddl} or {error} as JSON. */
+/** Reads a pipe's or a directory's DACL with its own Win32 calls (not blockspeaker's): prints {sddl} or {error}. */
 const READER = `
 const path = require('node:path');
 const m = { exports: {} };
@@ -30,14 +32,20 @@ const GetLastError = k32.func('uint32_t GetLastError()');
 const CloseHandle = k32.func('int CloseHandle(void *h)');
 const GetSecurityInfo = adv.func('uint32_t GetSecurityInfo(void *h, int t, uint32_t i, void *o, void *g, _Out_ void **d, void *s, _Out_ void **sd)');
 const ToString = adv.func('int ConvertSecurityDescriptorToStringSecurityDescriptorW(void *sd, uint32_t r, uint32_t i, _Out_ void **s, _Out_ uint32_t *l)');
-const h = CreateFileW(process.argv[3], 0x20000 /* READ_CONTROL */, 0, null, 3 /* OPEN_EXISTING */, 0, null);
-if (h === null || koffi.address(h) === 0xffffffffffffffffn) { console.log(JSON.stringify({ error: 'CreateFileW ' + GetLastError() })); process.exit(0); }
+const GetNamedSecurityInfoW = adv.func('uint32_t GetNamedSecurityInfoW(const char16_t *n, int t, uint32_t i, void *o, void *g, _Out_ void **d, void *s, _Out_ void **sd)');
 const dacl = [null], sd = [null], str = [null];
-const rc = GetSecurityInfo(h, 6 /* SE_KERNEL_OBJECT */, 4 /* DACL_SECURITY_INFORMATION */, null, null, dacl, null, sd);
+let h = null, rc;
+if (process.argv[3] === 'dir') {
+  rc = GetNamedSecurityInfoW(process.argv[4], 1 /* SE_FILE_OBJECT */, 4 /* DACL_SECURITY_INFORMATION */, null, null, dacl, null, sd);
+} else {
+  h = CreateFileW(process.argv[4], 0x20000 /* READ_CONTROL */, 0, null, 3 /* OPEN_EXISTING */, 0, null);
+  if (h === null || koffi.address(h) === 0xffffffffffffffffn) { console.log(JSON.stringify({ error: 'CreateFileW ' + GetLastError() })); process.exit(0); }
+  rc = GetSecurityInfo(h, 6 /* SE_KERNEL_OBJECT */, 4 /* DACL_SECURITY_INFORMATION */, null, null, dacl, null, sd);
+}
 if (rc !== 0) { console.log(JSON.stringify({ error: 'GetSecurityInfo ' + rc })); process.exit(0); }
 if (!ToString(sd[0], 1, 4, str, [0])) { console.log(JSON.stringify({ error: 'Convert ' + GetLastError() })); process.exit(0); }
 console.log(JSON.stringify({ sddl: koffi.decode(str[0], 'char16_t', -1) }));
-CloseHandle(h);
+if (h) CloseHandle(h);
 `;
 
 /** A pipe server that is not blockspeaker: accepts connections and never answers. */
@@ -46,16 +54,6 @@ const pipe = process.argv[2];
 require('node:net').createServer((c) => c.on('error', () => {})).listen(pipe, () => console.log('squatting ' + pipe));
 setTimeout(() => process.exit(0), 300000);
 `;
-
-function parseLog(stderr: string): Record<string, unknown>[] {
-  return stderr.split('\n').filter(Boolean).map((l) => {
-    try {
-      return JSON.parse(l) as Record<string, unknown>;
-    } catch {
-      return { msg: l };
-    }
-  });
-}
 
 async function until<T>(what: string, ms: number, f: () => T | undefined | false): Promise<T> {
   const end = Date.now() + ms;
@@ -103,11 +101,23 @@ ipc: { path: '${pipe}' }
     const status = (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as { control?: { endpoint: string; access: string } };
     t.same(status.control, { endpoint: pipe, access: listening?.access }, '/status says the same');
 
-    const read = await runWine(windowsNode(), [zPath(path.join(dir, 'reader.cjs')), zPath(path.join(windowsDist, 'koffi.node')), pipe]);
+    const reader = (kind: 'pipe' | 'dir', target: string) =>
+      runWine(windowsNode(), [zPath(path.join(dir, 'reader.cjs')), zPath(path.join(windowsDist, 'koffi.node')), kind, target]);
+    const [read, readDir] = await Promise.all([reader('pipe', pipe), reader('dir', `C:\\${storeName}`)]);
     const back = JSON.parse(read.stdout || '{}') as { sddl?: string; error?: string };
     t.notOk(back.error, `the reader opened the pipe: ${read.stdout}${read.stderr}`);
     t.equal(adminOnlyDaclProblem(back.sddl ?? ''), undefined, `read back independently: ${back.sddl}`);
     t.match(String(listening?.access), `DACL ${back.sddl} read back`, 'what the daemon says is what the pipe holds');
+    // The store's new directory: the daemon's words must match what the directory holds (wine's icacls does
+    // nothing and wine keeps no directory DACLs, so there the daemon must say NOT restricted).
+    const dirBack = JSON.parse(readDir.stdout || '{}') as { sddl?: string; error?: string };
+    t.ok(dirBack.sddl, `the reader read the store directory's DACL: ${readDir.stdout}${readDir.stderr}`);
+    const said = lines.find((l) => String(l.msg).startsWith(`C:\\${storeName}: `));
+    if (adminOnlyDaclProblem(dirBack.sddl ?? '') === undefined) {
+      t.match(said, { level: 30, msg: `DACL ${dirBack.sddl} read back (SYSTEM and Administrators only` });
+    } else {
+      t.match(said, { level: 40, msg: `ACL NOT restricted: icacls reported success but the DACL reads back ${dirBack.sddl} (` }, 'a warning quoting what the directory holds');
+    }
     t.notMatch(d.output().stderr, /\n\s+at /, 'no stack trace in the daemon log');
   });
 
