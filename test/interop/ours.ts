@@ -30,6 +30,7 @@ export interface OurPeer {
   import?: { prefix: string; ge?: number; le?: number; action?: 'accept' | 'reject' }[];
   export?: { prefix: string; ge?: number; le?: number; action?: 'accept' | 'reject' }[];
   maxPrefixes?: number | { ipv4?: number; ipv6?: number; warningPercent?: number; restart?: number };
+  bfd?: boolean | { minRx?: number; minTx?: number; multiplier?: number };
 }
 
 export interface OurConfig {
