@@ -68,7 +68,8 @@ export interface BfdManagerOptions {
   now?: () => number;
 }
 
-interface Entry {
+/** A session with its socket, timer and the counters its status shows. */
+interface Entry extends Pick<BfdPeerStatus, 'downs' | 'lastDown' | 'packetsIn' | 'packetsOut' | 'discarded' | 'lastDiscard' | 'since'> {
   cfg: BfdPeerConfig;
   key: string;
   family: 4 | 6;
@@ -76,13 +77,6 @@ interface Entry {
   sock: dgram.Socket | null;
   port: number | null;
   timer: NodeJS.Timeout | null;
-  downs: number;
-  lastDown: number | null;
-  packetsIn: number;
-  packetsOut: number;
-  discarded: number;
-  lastDiscard: string | null;
-  since: number;
   closed: boolean;
 }
 

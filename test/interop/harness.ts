@@ -117,6 +117,15 @@ export interface NeighborOptions {
   password?: string;
   /** GTSM: the neighbour is this many hops away (BIRD `ttl security on` + multihop, FRR `ttl-security hops N`) */
   ttlSecurity?: number;
+  /** BFD with this neighbour (BIRD: protocol bfd + `bfd on`; FRR: bfdd + `neighbor X bfd profile`); ms, default 300 x 3 */
+  bfd?: boolean | { minRx?: number; minTx?: number; multiplier?: number };
+}
+
+/** A neighbour's BFD parameters, null when it has none (test/interop/bfd.ts reads the sessions). */
+export function bfdOf(n: NeighborOptions): { minRx: number; minTx: number; multiplier: number } | null {
+  if (!n.bfd) return null;
+  const o = n.bfd === true ? {} : n.bfd;
+  return { minRx: o.minRx ?? 300, minTx: o.minTx ?? 300, multiplier: o.multiplier ?? 3 };
 }
 
 export interface Announcement {
@@ -193,6 +202,7 @@ const BIN = {
   gobgp: '/usr/bin/gobgp',
   zebra: '/usr/lib/frr/zebra',
   bgpd: '/usr/lib/frr/bgpd',
+  bfdd: '/usr/lib/frr/bfdd',
   vtysh: '/usr/bin/vtysh',
 };
 
@@ -222,7 +232,7 @@ export function missingPrereqs(kinds: PeerKind[] = []): string[] {
   if (set.has('bird')) { need('bird', 'bird2'); need('birdc', 'bird2'); }
   if (set.has('gobgp')) { need('gobgpd', 'gobgpd'); need('gobgp', 'gobgpd'); }
   if (set.has('frr')) {
-    need('zebra', 'frr'); need('bgpd', 'frr'); need('vtysh', 'frr');
+    need('zebra', 'frr'); need('bgpd', 'frr'); need('vtysh', 'frr'); need('bfdd', 'frr');
     if (!missing.some((m) => m.includes('frr')) && frrUser() === null) missing.push('user frr not found: apt-get install frr');
   }
   return missing;
@@ -370,7 +380,7 @@ export function cleanupLeftovers(): string[] {
  * the pid files of our peer dir.
  */
 function removeFrrDebris(peerDir: string): void {
-  for (const d of ['zebra', 'bgpd']) {
+  for (const d of ['zebra', 'bgpd', 'bfdd']) {
     let pid = '';
     try { pid = fs.readFileSync(path.join(peerDir, 'frr', `${d}.pid`), 'utf8').trim(); } catch { continue; }
     if (/^\d+$/.test(pid) && pidDead(Number(pid))) fs.rmSync(`/var/tmp/frr/${d}.${pid}`, { recursive: true, force: true });
@@ -895,6 +905,11 @@ class BirdPeer extends BasePeer {
       `router id ${o.routerId};`,
       'protocol device { scan time 1; }',
     ];
+    const bfdN = o.neighbors.map(bfdOf).find((b) => b);
+    if (bfdN) {
+      out.push('protocol bfd {', '  interface "*" {', `    min rx interval ${bfdN.minRx} ms;`, `    min tx interval ${bfdN.minTx} ms;`,
+        `    multiplier ${bfdN.multiplier};`, '  };', '}');
+    }
     for (const fam of ['ipv4', 'ipv6'] as const) {
       out.push(`protocol static static${fam === 'ipv4' ? 4 : 6} {`, `  ${fam};`);
       for (const a of this.announced.values()) {
@@ -917,6 +932,7 @@ class BirdPeer extends BasePeer {
       if (n.passive) out.push('  passive on;');
       if (n.password !== undefined) out.push(`  password "${n.password}";`);
       if (n.ttlSecurity !== undefined) out.push('  ttl security on;', ...(n.ttlSecurity > 1 ? [`  multihop ${n.ttlSecurity};`] : []));
+      if (bfdOf(n)) out.push('  bfd on;');
       if (n.holdTime !== undefined) {
         out.push(`  hold time ${n.holdTime};`);
         if (n.holdTime > 0) out.push(`  keepalive time ${keepaliveFor(n.holdTime)};`);
@@ -1310,6 +1326,7 @@ class FrrPeer extends BasePeer {
       if (n.password !== undefined) out.push(` neighbor ${a} password ${n.password}`);
       if (n.ttlSecurity !== undefined) out.push(` neighbor ${a} ttl-security hops ${n.ttlSecurity}`);
       if (n.gracefulRestart === false) out.push(` neighbor ${a} graceful-restart-disable`);
+      if (bfdOf(n)) out.push(` neighbor ${a} bfd`, ` neighbor ${a} bfd profile ${this.bfdProfile(n)}`);
     }
     for (const fam of ['ipv4', 'ipv6'] as const) {
       out.push(` address-family ${fam} unicast`);
@@ -1322,6 +1339,30 @@ class FrrPeer extends BasePeer {
     out.push('!');
     for (const a of this.announced.values()) if (this.hasAttrs(a)) out.push(...this.routeMap(a), '!');
     return `${out.join('\n')}\n`;
+  }
+
+  private bfdProfile(n: NeighborOptions): string {
+    const b = bfdOf(n)!;
+    return `bs-${b.minRx}-${b.minTx}-${b.multiplier}`;
+  }
+
+  /** bfdd's profiles, one per distinct parameter set of the neighbours. */
+  private bfddConfig(): string {
+    const out = ['frr defaults traditional', `hostname ${this.name}`, '!', 'bfd'];
+    const seen = new Set<string>();
+    for (const n of this.options.neighbors) {
+      const b = bfdOf(n);
+      if (!b || seen.has(this.bfdProfile(n))) continue;
+      seen.add(this.bfdProfile(n));
+      out.push(` profile ${this.bfdProfile(n)}`, `  receive-interval ${b.minRx}`, `  transmit-interval ${b.minTx}`,
+        `  detect-multiplier ${b.multiplier}`, ' !');
+    }
+    out.push('!');
+    return `${out.join('\n')}\n`;
+  }
+
+  private get wantsBfd(): boolean {
+    return this.options.neighbors.some((n) => bfdOf(n));
   }
 
   private hasAttrs(a: Announcement): boolean {
@@ -1339,10 +1380,10 @@ class FrrPeer extends BasePeer {
   }
 
   protected logFiles(): string[] {
-    return ['zebra.out', 'zebra.log', 'bgpd.out', 'bgpd.log'].map((f) => path.join(this.frrDir, f));
+    return ['zebra.out', 'zebra.log', 'bgpd.out', 'bgpd.log', ...(this.wantsBfd ? ['bfdd.out', 'bfdd.log'] : [])].map((f) => path.join(this.frrDir, f));
   }
 
-  private daemonArgs(d: 'zebra' | 'bgpd'): string[] {
+  private daemonArgs(d: 'zebra' | 'bgpd' | 'bfdd'): string[] {
     const D = this.frrDir;
     return ['-f', path.join(D, `${d}.conf`), '-i', path.join(D, `${d}.pid`), '-z', path.join(D, 'zserv.api'),
       '--vty_socket', D, '-A', '127.0.0.1', '-P', '0', '--log', `file:${path.join(D, `${d}.log`)}`, '--limit-fds', '1024'];
@@ -1362,6 +1403,18 @@ class FrrPeer extends BasePeer {
       fs.rmSync(path.join(D, 'zserv.api'), { force: true });
       this.spawnDaemon('zebra', BIN.zebra, this.daemonArgs('zebra'), path.join(D, 'zebra.out'));
       await this.waitReady(`zebra ${this.name}`, async () => fs.existsSync(path.join(D, 'zserv.api')));
+    }
+    const bfdd = this.procs.get('bfdd');
+    if (this.wantsBfd && (!bfdd || !alive(bfdd))) {
+      // bfdd before bgpd: bgpd registers its BFD sessions through zebra, bfdd must be there to take them
+      fs.writeFileSync(path.join(D, 'bfdd.conf'), this.bfddConfig());
+      for (const f of ['bfdd.conf', 'bfdd.log', 'bfdd.out']) {
+        fs.appendFileSync(path.join(D, f), '');
+        fs.chownSync(path.join(D, f), user.uid, user.gid);
+      }
+      fs.rmSync(path.join(D, 'bfdd.vty'), { force: true });
+      this.spawnDaemon('bfdd', BIN.bfdd, [...this.daemonArgs('bfdd'), '--bfdctl', path.join(D, 'bfdd.sock')], path.join(D, 'bfdd.out'));
+      await this.waitReady(`bfdd ${this.name}`, async () => fs.existsSync(path.join(D, 'bfdd.vty')));
     }
     fs.rmSync(path.join(D, 'bgpd.vty'), { force: true });
     this.spawnDaemon('bgpd', BIN.bgpd, this.daemonArgs('bgpd'), path.join(D, 'bgpd.out'));
@@ -1429,6 +1482,7 @@ class FrrPeer extends BasePeer {
 
   override async dispose(): Promise<void> {
     await this.stopProc('bgpd', 'SIGKILL');
+    await this.stopProc('bfdd', 'SIGKILL');
     await this.stopProc('zebra', 'SIGKILL');
   }
 

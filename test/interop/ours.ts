@@ -34,6 +34,7 @@ export interface OurPeer {
   ttlSecurity?: number;
   allowAsIn?: number;
   localAsn?: number;
+  bfd?: boolean | { minRx?: number; minTx?: number; multiplier?: number };
 }
 
 export interface OurConfig {

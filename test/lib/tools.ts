@@ -16,6 +16,7 @@ export const TOOLS = {
   bird: { pkg: 'bird2', paths: ['/usr/sbin/bird'] },
   birdc: { pkg: 'bird2', paths: ['/usr/sbin/birdc'] },
   gobgpd: { pkg: 'gobgpd', paths: ['/usr/bin/gobgpd'] },
+  iptables: { pkg: 'iptables', paths: ['/usr/sbin/iptables', '/sbin/iptables'] },
   'host-local': { pkg: 'containernetworking-plugins', paths: ['/usr/lib/cni/host-local'] },
   bridge: { pkg: 'containernetworking-plugins', paths: ['/usr/lib/cni/bridge'] },
   loopback: { pkg: 'containernetworking-plugins', paths: ['/usr/lib/cni/loopback'] },
