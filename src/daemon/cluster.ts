@@ -3,8 +3,8 @@
 // their sessions alone when only the mesh changes.
 import { detectAddress } from '../cluster/autodetect.ts';
 import { meshPeers, mergePeers, selectorPeers } from '../cluster/mesh.ts';
-import { ClusterError, type ClusterNode, type NodeLayout } from '../cluster/node.ts';
-import { NodeRegistry } from '../cluster/registry.ts';
+import { ClusterError, checkNode, type ClusterNode, type NodeLayout } from '../cluster/node.ts';
+import { NodeRegistry, addressClash } from '../cluster/registry.ts';
 import type { BgpConfig, Config, PeerConfig } from '../config/types.ts';
 import type { Store } from '../store/types.ts';
 
@@ -64,7 +64,19 @@ export class ClusterPeers {
 
   /** Register (refused with both names on an address clash) and start watching. */
   async start(cfg: Config): Promise<void> {
-    this.self = await this.registry.register(await ownNode(cfg, this.deps.warn));
+    const own = checkNode(await ownNode(cfg, this.deps.warn), `node ${cfg.node.name}`);
+    // Peer with the nodes already registered before our registration is written: a node that is the active side
+    // toward us connects as soon as its watch sees us, and would be refused as "not a configured peer" (and then
+    // wait out its retry backoff) if our mesh were applied only after the write. Seen in bench/mesh-join.ts.
+    const before = await this.registry.list();
+    if (!addressClash(own, before.values())) {
+      this.self = own;
+      this.bgp = cfg.bgp;
+      this.mesh = meshEnabled(cfg);
+      this.update(before);
+      await this.chain;
+    }
+    this.self = await this.registry.register(own);
     this.deps.info(`cluster: registered node ${this.self.name}`, { node: this.self });
     this.bgp = cfg.bgp;
     this.mesh = meshEnabled(cfg);
@@ -103,11 +115,10 @@ export class ClusterPeers {
     this.registry.close();
   }
 
-  private update(): void {
+  private update(nodes: ReadonlyMap<string, ClusterNode> = this.registry.current): void {
     const bgp = this.bgp;
     const self = this.self;
     if (!bgp || !self) return;
-    const nodes = this.registry.current;
     const settings = { defaultAsn: bgp.clusterAsn ?? bgp.asn, port: bgp.listen ? bgp.listen.port : 179, holdTime: 90, gracefulRestart: bgp.gracefulRestart };
     const mesh = [
       ...(this.mesh ? meshPeers(self, nodes.values(), settings) : []),
