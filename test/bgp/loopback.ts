@@ -1,7 +1,7 @@
 // Our speakers on loopback addresses 127.0.0.N sharing one free port, stopped after each test: the setup the
 // speaker-to-speaker tests share.
 import type { Test } from 'tap';
-import { Speaker, type SpeakerConfig, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
+import { Speaker, type SpeakerConfig, type SpeakerOptions, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
 import { freePort } from './raw-peer.ts';
 import { describeAttrs } from '../../src/bgp/codec/json.ts';
 import type { PathAttrs } from '../../src/rib/attrs.ts';
@@ -10,7 +10,9 @@ export interface Loopback {
   /** Config of speaker N (router ID 10.0.0.N, listening on 127.0.0.N). */
   cfgOf(n: number, asn: number, peers: SpeakerPeerConfig[], extra?: Partial<SpeakerConfig>): SpeakerConfig;
   /** A speaker made (and stopped after the test) from cfgOf. */
-  mk(n: number, asn: number, peers: SpeakerPeerConfig[], extra?: Partial<SpeakerConfig>): Speaker;
+  mk(n: number, asn: number, peers: SpeakerPeerConfig[], extra?: Partial<SpeakerConfig>, opts?: SpeakerOptions): Speaker;
+  /** The port every speaker listens on (known once the test's `before` ran). */
+  port(): number;
   /** Peer config for speaker N. */
   peer(n: number, asn: number, extra?: Partial<SpeakerPeerConfig>): SpeakerPeerConfig;
 }
@@ -28,11 +30,12 @@ export function loopbackSpeakers(t: Test): Loopback {
     ({ asn, routerId: `10.0.0.${n}`, listen: { address: `127.0.0.${n}`, port }, peers, ...extra });
   return {
     cfgOf,
-    mk(n, asn, peers, extra) {
-      const s = new Speaker(cfgOf(n, asn, peers, extra), { random: () => 0.5 });
+    mk(n, asn, peers, extra, opts = {}) {
+      const s = new Speaker(cfgOf(n, asn, peers, extra), { random: () => 0.5, ...opts });
       speakers.push(s);
       return s;
     },
+    port: () => port,
     peer: (n, asn, extra = {}) => ({ address: `127.0.0.${n}`, asn, port, connectRetry: 1, ...extra }),
   };
 }

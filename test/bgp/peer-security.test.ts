@@ -7,14 +7,15 @@ import path from 'node:path';
 import fc from 'fast-check';
 import t from 'tap';
 import { PeerKey, peerSecurity, readPeerPassword } from '../../src/bgp/peer-security.ts';
-import { Speaker, type SpeakerConfig, type SpeakerOptions, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
+import type { SpeakerConfig, SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
 import { parsePrefix } from '../../src/net/ip.ts';
 import {
   AF_INET, AF_INET6, IP_MINTTL, IP_TTL, IPV6_MINHOPCOUNT, IPV6_UNICAST_HOPS, SOL_IP, SOL_IPV6, SOL_TCP, TCP_MD5SIG,
   TCP_MD5SIG_SIZE, WINDOWS_UNSUPPORTED, acceptedOptions, connectOptions, encodeMd5Sig, gtsmOptions, listenerOptions,
   socketOptionsHost, type SockAddr,
 } from '../../src/platform/sockopt.ts';
-import { freePort, waitFor } from './raw-peer.ts';
+import { waitFor } from './raw-peer.ts';
+import { loopbackSpeakers } from './loopback.ts';
 
 // ---- pure ------------------------------------------------------------------------------------------------------
 
@@ -88,22 +89,10 @@ t.test('passwords: file (final newline dropped) or env; errors name the source, 
 
 // ---- real sockets on loopback -------------------------------------------------------------------------------------
 
-let PORT = 0;
-t.before(async () => {
-  PORT = await freePort();
-});
-const speakers: Speaker[] = [];
-t.afterEach(async () => {
-  await Promise.all(speakers.splice(0).map((s) => s.stop({ graceful: false })));
-});
-
-function mk(n: number, asn: number, peers: SpeakerPeerConfig[], extra: Partial<SpeakerConfig> = {}, opts: SpeakerOptions = {}): Speaker {
-  const s = new Speaker({ asn, routerId: `10.0.0.${n}`, listen: { address: `127.0.0.${n}`, port: PORT }, peers, ...extra }, { random: () => 0.5, ...opts });
-  speakers.push(s);
-  return s;
-}
+const lo = loopbackSpeakers(t);
+const mk = lo.mk;
 const peer = (n: number, asn: number, extra: Partial<SpeakerPeerConfig> = {}): SpeakerPeerConfig =>
-  ({ address: `127.0.0.${n}`, asn, port: PORT, connectRetry: 1, connectRetryMax: 2, idleHold: 1, ...extra });
+  lo.peer(n, asn, { connectRetryMax: 2, idleHold: 1, ...extra });
 
 t.test('same password (file on one side, env on the other) and GTSM: Established through the kernel, routes flow', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `bs-md5-${process.pid}-`));
@@ -189,19 +178,18 @@ t.test('reconfigure: a changed password restarts the session with the new key; r
     delete process.env.BS_TEST_MD5_2;
   });
   const cfgA = (env: string | null): SpeakerConfig => ({
-    asn: 65031, routerId: '10.0.0.31', listen: { address: '127.0.0.31', port: PORT },
+    asn: 65031, routerId: '10.0.0.31', listen: { address: '127.0.0.31', port: lo.port() },
     peers: [peer(32, 65032, { passive: true, ...(env ? { password: { env } } : {}) })],
   });
-  const a = new Speaker(cfgA('BS_TEST_MD5_1'), { random: () => 0.5 });
-  speakers.push(a);
+  const a = mk(31, 65031, cfgA('BS_TEST_MD5_1').peers);
   const b = mk(32, 65032, [peer(31, 65031, { password: { env: 'BS_TEST_MD5_1' } })]);
   await Promise.all([a.start(), b.start()]);
   await waitFor(() => a.peers()[0].state === 'Established', 'up with the first key', 15000);
   await a.reconfigure(cfgA('BS_TEST_MD5_2'));
-  await b.reconfigure({ asn: 65032, routerId: '10.0.0.32', listen: { address: '127.0.0.32', port: PORT }, peers: [peer(31, 65031, { password: { env: 'BS_TEST_MD5_2' } })] });
+  await b.reconfigure({ asn: 65032, routerId: '10.0.0.32', listen: { address: '127.0.0.32', port: lo.port() }, peers: [peer(31, 65031, { password: { env: 'BS_TEST_MD5_2' } })] });
   await waitFor(() => a.peers()[0].state === 'Established' && b.peers()[0].state === 'Established', 'up again with the second key', 20000);
   await a.reconfigure(cfgA(null));
-  await b.reconfigure({ asn: 65032, routerId: '10.0.0.32', listen: { address: '127.0.0.32', port: PORT }, peers: [peer(31, 65031)] });
+  await b.reconfigure({ asn: 65032, routerId: '10.0.0.32', listen: { address: '127.0.0.32', port: lo.port() }, peers: [peer(31, 65031)] });
   await waitFor(() => a.peers()[0].state === 'Established', 'up without keys', 20000);
   t.equal(a.peers()[0].md5, false);
 });
@@ -212,9 +200,8 @@ t.test('the native module is loaded only when a peer needs it, once, and again a
     loads++;
     return (await import('../../src/platform/sockopt-koffi.ts')).loadSocketCalls();
   });
-  const base = { asn: 65041, routerId: '10.0.0.41', listen: { address: '127.0.0.41', port: PORT } };
-  const a = new Speaker({ ...base, peers: [peer(42, 65042)] }, { socketOptions: host });
-  speakers.push(a);
+  const base = { asn: 65041, routerId: '10.0.0.41', listen: { address: '127.0.0.41', port: lo.port() } };
+  const a = mk(41, 65041, [peer(42, 65042)], {}, { socketOptions: host });
   await a.start();
   t.equal(loads, 0, 'no peer with a password or ttlSecurity: koffi not loaded');
   await a.reconfigure({ ...base, peers: [peer(42, 65042), peer(43, 65043, { ttlSecurity: 1 })] });

@@ -6,7 +6,8 @@ import { Speaker, type SpeakerConfig, type SpeakerPeerConfig } from '../../src/b
 import { clusterLoop, reflectedAttrs, reflects } from '../../src/bgp/reflect.ts';
 import { formatIP, parsePrefix } from '../../src/net/ip.ts';
 import { makeAttrs } from '../../src/rib/attrs.ts';
-import { freePort, waitFor } from './raw-peer.ts';
+import { waitFor } from './raw-peer.ts';
+import { loopbackSpeakers } from './loopback.ts';
 
 const u32 = (ip: string) => ip.split('.').reduce((n, x) => n * 256 + Number(x), 0);
 
@@ -23,20 +24,9 @@ t.test('pure rules', async (t) => {
   t.equal(clusterLoop(r, undefined), false);
 });
 
-let PORT = 0;
-t.before(async () => {
-  PORT = await freePort();
-});
-const speakers: Speaker[] = [];
-t.afterEach(async () => {
-  await Promise.all(speakers.splice(0).map((s) => s.stop({ graceful: false })));
-});
-function mk(n: number, peers: SpeakerPeerConfig[], extra: Partial<SpeakerConfig> = {}): Speaker {
-  const s = new Speaker({ asn: 64512, routerId: `10.0.0.${n}`, listen: { address: `127.0.0.${n}`, port: PORT }, peers, ...extra }, { random: () => 0.5 });
-  speakers.push(s);
-  return s;
-}
-const peer = (n: number, extra: Partial<SpeakerPeerConfig> = {}): SpeakerPeerConfig => ({ address: `127.0.0.${n}`, asn: 64512, port: PORT, connectRetry: 1, ...extra });
+const lo = loopbackSpeakers(t);
+const mk = (n: number, peers: SpeakerPeerConfig[], extra: Partial<SpeakerConfig> = {}): Speaker => lo.mk(n, 64512, peers, extra);
+const peer = (n: number, extra: Partial<SpeakerPeerConfig> = {}): SpeakerPeerConfig => lo.peer(n, 64512, extra);
 
 t.test('a reflector with two clients and a non-client, over real sessions', async (t) => {
   const rr = mk(1, [peer(2, { routeReflectorClient: true }), peer(3, { routeReflectorClient: true }), peer(4)], { clusterId: '244.0.0.1' });
