@@ -176,7 +176,7 @@ export async function startIpcServer(opts: IpcServerOptions): Promise<IpcServer>
       server.once('listening', resolve);
       server.once('error', reject);
     });
-    server.listen({ path: endpoint }); // binds synchronously, inside the umask
+    server.listen({ path: platform.ipcListenPath(path) }); // binds synchronously, inside the umask
   } finally {
     if (oldMask !== undefined) process.umask(oldMask);
   }

@@ -72,6 +72,8 @@ export interface Platform {
   readonly controls: ReadonlyArray<{ signal: NodeJS.Signals; action: ControlAction }>;
   socketEndpoint(path: string): string;
   netIpcPath(path: string): string;
+  /** Where the control server binds: the endpoint itself (tests map a pipe name onto a socket file here). */
+  ipcListenPath(path: string): string;
   /** What protects the control endpoint once listening (said in logs and client errors). */
   readonly ipcAccess: string;
   /**
@@ -338,6 +340,7 @@ function common(d: PlatformDeps, id: PlatformId) {
     processAlive: d.processAlive,
     socketEndpoint: (p: string) => socketEndpoint(p, id),
     netIpcPath: (p: string) => netIpcPath(p, id),
+    ipcListenPath: (p: string) => socketEndpoint(p, id),
     spawn: d.spawn,
   };
 }

@@ -121,6 +121,8 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
     win32Security: opts.win32Security ?? (async () => keepAsWine),
   });
   const pipeDir = opts.pipeDir;
-  const withPipes: Platform = pipeDir ? { ...platform, netIpcPath: (p) => path.join(pipeDir, netIpcPath(p, 'win32')) } : platform;
+  // A pipe name becomes a socket file in pipeDir, for the server's bind and for clients alike.
+  const inPipeDir = (p: string) => path.join(pipeDir!, netIpcPath(p, 'win32'));
+  const withPipes: Platform = pipeDir ? { ...platform, netIpcPath: inPipeDir, ipcListenPath: inPipeDir } : platform;
   return { platform: withPipes, spawned, refused, pipeDacls, openPaths: () => [...open.values()].map((o) => o.path) };
 }
