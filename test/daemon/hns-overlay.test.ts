@@ -3,13 +3,11 @@
 // other as exactly one RemoteSubnetRoute with the owner's PA and MAC; a node with blocks but no published facts gets
 // no route and is named at /dataplane; a steady state plans nothing.
 import t from 'tap';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pino } from 'pino';
-import { parseConfig } from '../../src/config/config.ts';
-import { Daemon } from '../../src/daemon/daemon.ts';
-import { FakeHns } from '../../src/hns/fake.ts';
+import type { Daemon } from '../../src/daemon/daemon.ts';
+import type { FakeHns } from '../../src/hns/fake.ts';
 import type { HnsReconciler } from '../../src/hns/reconcile.ts';
 import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply } from '../../src/ipc/protocol.ts';
@@ -17,6 +15,7 @@ import { Ipam } from '../../src/ipam/ipam.ts';
 import { openStore } from '../../src/store/open.ts';
 import { ourVtepLayout } from '../../src/cluster/vtep.ts';
 import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
+import { startHnsDaemon } from '../lib/daemon.ts';
 
 const dir = mkdtempSync(join(tmpdir(), `bs-hns-overlay-${process.pid}-`));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -38,12 +37,7 @@ dataplane: { kind: hns, mode: overlay, network: vxlan0, vni: 4097, drMac: "${mac
 status: { listen: "127.0.0.1:0" }
 ipc: { path: ${sock} }
 `;
-    writeFileSync(file, text);
-    const fake = new FakeHns();
-    const d = new Daemon({ file, config: parseConfig(text, file), log: pino({ level: 'silent' }), version: 'test', fakeHns: fake });
-    await d.start();
-    t.teardown(() => d.stop({ restart: false } as never));
-    const reconciler = (d as unknown as { hns: { reconciler: HnsReconciler } }).hns.reconciler;
+    const { d, fake, reconciler } = await startHnsDaemon(file, text, t);
     return { d, fake, sock, reconciler, port: d.status.address()!.port };
   };
   const a = await start('win-a', '192.168.50.10', '00:15:5d:0a:0a:0a');
