@@ -4,11 +4,11 @@
 // every OS `blockspeaker daemon stop [--withdraw]` and `daemon reload` do the same over the control socket.
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { pino, type Logger as Pino } from 'pino';
 import { ConfigError, formatConfig, loadConfig, type Config } from '../config/config.ts';
 import { Daemon } from '../daemon/daemon.ts';
-import { hostPlatform, type ControlAction, type Platform } from '../platform/platform.ts';
+import { DirAclError, hostPlatform, type ControlAction, type Platform } from '../platform/platform.ts';
 import { markerSubject, RunMarker, RunMarkerError } from '../platform/runmarker.ts';
 import { CliError, parse, required } from './args.ts';
 
@@ -60,20 +60,37 @@ function version(): string {
   return 'unknown';
 }
 
-/** The run dir; a directory made here (Windows: C:\\ProgramData\\blockspeaker first) gets the platform's ACL. */
+/** The run dir; directories made here (Windows: C:\\ProgramData\\blockspeaker first) get the platform's ACL. */
 async function defaultRunDir(platform: Platform, log: Pino): Promise<string> {
-  let created: string | undefined;
+  let r;
   try {
-    created = platform.files.mkdirp(platform.paths.runDir);
-  } catch {
+    r = await platform.prepareDir(platform.paths.runDir);
+  } catch (e) {
+    // An existing run dir open to others is refused (DirAclError 'acl'/'read'); one we cannot make is not ours to use.
+    if (e instanceof DirAclError && e.reason !== 'create') throw new StartError(e.message);
     return join(tmpdir(), 'blockspeaker'); // not root / not an administrator
   }
-  if (created !== undefined) {
-    const r = await platform.secureNewDir(created);
-    if (r.enforced) log.info({ dir: created }, r.what);
-    else log.warn({ dir: created }, r.what);
+  if (r) {
+    if (r.enforced) log.info({ dir: r.created ?? platform.paths.runDir }, r.what);
+    else log.warn({ dir: r.created ?? platform.paths.runDir }, r.what);
   }
   return platform.paths.runDir;
+}
+
+/** The config file's directory: whoever may write there may change what this daemon (LocalSystem) runs with. */
+async function checkConfigDir(platform: Platform, file: string, log: Pino): Promise<void> {
+  const dir = dirname(resolve(file));
+  let r;
+  try {
+    r = await platform.prepareDir(dir, { create: false });
+  } catch (e) {
+    if (e instanceof DirAclError) throw new StartError(`config ${file}: ${e.message}`);
+    throw e;
+  }
+  if (r) {
+    if (r.enforced) log.info({ config: file }, r.what);
+    else log.warn({ config: file }, r.what);
+  }
 }
 
 export async function run(argv: string[], platform: Platform = hostPlatform()): Promise<number> {
@@ -105,6 +122,7 @@ export async function run(argv: string[], platform: Platform = hostPlatform()): 
   const startedAt = Date.now();
   const ver = version();
   log.info({ config: file, version: ver, pid: process.pid }, 'starting');
+  await checkConfigDir(platform, file, log);
 
   const subject = markerSubject(cfg.ipam?.store, cfg.node.name, file);
   const marker = new RunMarker(values['run-dir'] ?? (await defaultRunDir(platform, log)), cfg.node.name, subject, platform);

@@ -15,8 +15,12 @@ export const ADMIN_ONLY_PIPE_SDDL = 'D:P(A;;GA;;;SY)(A;;GA;;;BA)';
 export interface Win32SecurityApi {
   /** Apply `sddl`'s DACL to the pipe (opened as a client) and return the DACL read back. */
   setDacl(pipe: string, sddl: string): string;
-  /** The DACL a file or directory holds now. */
-  readDirDacl(dir: string): string;
+  /** A file's or directory's owner and DACL now, as SDDL ("O:...D:..."). */
+  readDirSecurity(dir: string): string;
+  /** CreateDirectoryW(dir) with `sddl` as its security descriptor (parent must exist); throws Win32Error. */
+  createDir(dir: string, sddl: string): void;
+  /** This process's account (the token user), as a SID string. */
+  userSid(): string;
 }
 
 /** A failed Win32 call, by name and error code (what `GetLastError` or the call's return said). */
@@ -29,12 +33,14 @@ export class Win32Error extends Error {
 
 const ERROR_NAMES: Record<number, string> = {
   2: 'ERROR_FILE_NOT_FOUND',
+  3: 'ERROR_PATH_NOT_FOUND',
   5: 'ERROR_ACCESS_DENIED',
   6: 'ERROR_INVALID_HANDLE',
   50: 'ERROR_NOT_SUPPORTED',
   87: 'ERROR_INVALID_PARAMETER',
   120: 'ERROR_CALL_NOT_IMPLEMENTED',
   121: 'ERROR_SEM_TIMEOUT',
+  183: 'ERROR_ALREADY_EXISTS',
   231: 'ERROR_PIPE_BUSY',
   1305: 'ERROR_UNKNOWN_REVISION',
   1336: 'ERROR_INVALID_ACL',
@@ -115,21 +121,4 @@ export function restrictPipe(pipe: string, api: Win32SecurityApi): { enforced: t
     throw new PipeAclError(`the control pipe ${pipe} does not keep the DACL ${ADMIN_ONLY_PIPE_SDDL}: it reads back "${back}" (${problem}); refusing to start`);
   }
   return { enforced: true, what: adminOnlyPipeWhat(pipe, back), dacl: back };
-}
-
-/**
- * What a new state directory enforces after icacls: its DACL read back and checked with the pipe's rule (SYSTEM and
- * Administrators, full control, nothing else; inheritance flags allowed). `api` undefined: the calls did not load.
- */
-export function checkDirAcl(dir: string, api: Win32SecurityApi | undefined, whyNoApi = ''): { enforced: boolean; what: string } {
-  if (!api) return { enforced: true, what: `${dir}: ACL set to SYSTEM and Administrators only by icacls (inheritance removed; not read back: ${whyNoApi})` };
-  let back: string;
-  try {
-    back = api.readDirDacl(dir);
-  } catch (e) {
-    return { enforced: true, what: `${dir}: ACL set to SYSTEM and Administrators only by icacls (inheritance removed; not read back: ${(e as Error)?.message ?? String(e)})` };
-  }
-  const problem = adminOnlyDaclProblem(back);
-  if (problem) return { enforced: false, what: `${dir}: ACL NOT restricted: icacls reported success but the DACL reads back ${back} (${problem})` };
-  return { enforced: true, what: `${dir}: DACL ${back} read back (SYSTEM and Administrators only, inherited below; inheritance removed)` };
 }

@@ -12,10 +12,13 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import fsx from 'fs-native-extensions';
-import { checkDirAcl, restrictPipe, type Win32SecurityApi } from './pipe-acl.ts';
+import { secureStateDir, type DirReport } from './dir-acl.ts';
+import { restrictPipe, type Win32SecurityApi } from './pipe-acl.ts';
 import { defaultPaths, HOST_PLATFORM, netIpcPath, socketEndpoint, type DefaultPaths, type PlatformId } from './paths.ts';
 
 export type { PlatformId, DefaultPaths } from './paths.ts';
+export type { DirReport } from './dir-acl.ts';
+export { DirAclError } from './dir-acl.ts';
 
 /** What a stop/reload control means to the daemon. */
 export type ControlAction = 'restart' | 'withdraw' | 'reload';
@@ -81,8 +84,12 @@ export interface Platform {
    * back). Throws when it cannot: a daemon must not listen wider than it says.
    */
   secureIpc(endpoint: string): Promise<AccessReport>;
-  /** Restrict a directory this program just created to its administrators (Windows: SYSTEM and Administrators). */
-  secureNewDir(dir: string): Promise<AccessReport>;
+  /**
+   * Make a state directory and its missing parents (`create`, the default), or only check an existing one (the
+   * config file's). Windows: each directory made is created admin-only in one call (./dir-acl.ts), and an existing
+   * one open to anyone but SYSTEM, Administrators and this account throws DirAclError. Linux: mkdir -p, umask.
+   */
+  prepareDir(dir: string, opts?: { create?: boolean }): Promise<DirReport | undefined>;
   /** Replace `target` by `tmp` (closed files only). Windows retries briefly: scanners hold files open for a moment. */
   replaceFile(tmp: string, target: string): void;
   spawn: Spawner;
@@ -96,6 +103,7 @@ export interface FsOps {
   unlinkSync(path: string): void;
   readdirSync(dir: string): string[];
   mkdirSync(dir: string, opts: { recursive: true }): string | undefined;
+  existsSync(path: string): boolean;
   fsyncSync(fd: number): void;
 }
 
@@ -170,6 +178,7 @@ export function realDeps(): PlatformDeps {
       unlinkSync: (p) => fs.unlinkSync(p),
       readdirSync: (d) => fs.readdirSync(d),
       mkdirSync: (d, o) => fs.mkdirSync(d, o),
+      existsSync: (p) => fs.existsSync(p),
       fsyncSync: (fd) => fs.fsyncSync(fd),
     },
     lock: { tryLock: (fd) => fsx.tryLock(fd), waitForLock: (fd) => fsx.waitForLock(fd), unlock: (fd) => fsx.unlock(fd) },
@@ -246,7 +255,11 @@ export function linuxPlatform(d: PlatformDeps = realDeps()): Platform {
     ],
     ipcAccess: 'Unix socket mode 0600 (the daemon\'s user only, usually root)',
     secureIpc: async () => ({ enforced: true, what: 'Unix socket mode 0600 (the daemon\'s user only, usually root)' }),
-    secureNewDir: async (dir) => ({ enforced: true, what: `${dir}: POSIX permissions from the umask` }),
+    async prepareDir(dir, opts) {
+      if (opts?.create === false) return undefined;
+      const created = d.fs.mkdirSync(dir, { recursive: true });
+      return created === undefined ? undefined : { created, enforced: true, what: `${created}: POSIX permissions from the umask` };
+    },
     replaceFile: (tmp, target) => d.fs.renameSync(tmp, target),
   };
 }
@@ -300,21 +313,17 @@ export function windowsPlatform(d: PlatformDeps = realDeps()): Platform {
       const r = restrictPipe(endpoint, api);
       return { enforced: r.enforced, what: r.what };
     },
-    async secureNewDir(dir) {
-      const r = await d.spawn('icacls', icaclsArgs(dir));
-      if (r.code === 0) {
-        // Read it back: what the log says must be what the directory holds (wine's icacls, for one, does nothing).
-        let api: Win32SecurityApi | undefined;
-        let why = '';
-        try {
-          api = await d.win32Security();
-        } catch (e) {
-          why = `the Win32 security calls (koffi) do not load: ${(e as Error)?.message ?? String(e)}`;
-        }
-        return checkDirAcl(dir, api, why);
-      }
-      const why = (r.stderr || r.stdout).trim().split(/\r?\n/)[0] || `exit code ${r.code}`;
-      return { enforced: false, what: `${dir}: ACL NOT restricted, it inherits its parent's (icacls failed: ${why})` };
+    prepareDir(dir, opts) {
+      const fsx = files(d, true);
+      return secureStateDir(dir, {
+        exists: (p) => d.fs.existsSync(p),
+        win32: d.win32Security,
+        mkdirp: (p) => fsx.mkdirp(p),
+        async icacls(created) {
+          const r = await d.spawn('icacls', icaclsArgs(created));
+          return r.code === 0 ? undefined : (r.stderr || r.stdout).trim().split(/\r?\n/)[0] || `exit code ${r.code}`;
+        },
+      }, opts?.create ?? true);
     },
     replaceFile(tmp, target) {
       for (let i = 0; ; i++) {

@@ -11,7 +11,10 @@ const OPEN_EXISTING = 3;
 const ERROR_PIPE_BUSY = 231;
 const SE_FILE_OBJECT = 1;
 const SE_KERNEL_OBJECT = 6;
+const OWNER_SECURITY_INFORMATION = 0x0000_0001;
 const DACL_SECURITY_INFORMATION = 0x0000_0004;
+const TOKEN_QUERY = 0x0008;
+const TOKEN_USER = 1;
 const PROTECTED_DACL_SECURITY_INFORMATION = 0x8000_0000;
 const SDDL_REVISION_1 = 1;
 const INVALID_HANDLE = 0xffff_ffff_ffff_ffffn;
@@ -21,7 +24,11 @@ type Fn = (...args: unknown[]) => any;
 interface KoffiLike {
   load(path: string): { func(definition: string): Fn };
   address(p: unknown): bigint;
-  decode(p: unknown, type: string, len: number): string;
+  decode(p: unknown, type: string, len?: number): any;
+  struct(name: string, def: Record<string, string>): unknown;
+  sizeof(type: unknown): number;
+  alloc(type: string, len: number): unknown;
+  free(p: unknown): void;
 }
 
 /** koffi's API from its ESM wrapper, its CommonJS module, or the executable's shim (all shapes seen in bundles). */
@@ -44,6 +51,12 @@ export async function win32Security(): Promise<Win32SecurityApi> {
   const SetSecurityInfo = advapi32.func('uint32_t SetSecurityInfo(void *h, int type, uint32_t info, void *owner, void *group, void *dacl, void *sacl)');
   const GetSecurityInfo = advapi32.func('uint32_t GetSecurityInfo(void *h, int type, uint32_t info, void *owner, void *group, _Out_ void **dacl, void *sacl, _Out_ void **sd)');
   const GetNamedSecurityInfoW = advapi32.func('uint32_t GetNamedSecurityInfoW(const char16_t *name, int type, uint32_t info, void *owner, void *group, _Out_ void **dacl, void *sacl, _Out_ void **sd)');
+  const SECURITY_ATTRIBUTES = koffi.struct('SECURITY_ATTRIBUTES', { nLength: 'uint32_t', lpSecurityDescriptor: 'void *', bInheritHandle: 'int' });
+  const CreateDirectoryW = kernel32.func('int CreateDirectoryW(const char16_t *path, SECURITY_ATTRIBUTES *sa)');
+  const GetCurrentProcess = kernel32.func('void *GetCurrentProcess()');
+  const OpenProcessToken = advapi32.func('int OpenProcessToken(void *process, uint32_t access, _Out_ void **token)');
+  const GetTokenInformation = advapi32.func('int GetTokenInformation(void *token, int cls, void *buf, uint32_t len, _Out_ uint32_t *needed)');
+  const ConvertSidToStringSidW = advapi32.func('int ConvertSidToStringSidW(void *sid, _Out_ void **str)');
   const SdToSddl = advapi32.func('int ConvertSecurityDescriptorToStringSecurityDescriptorW(void *sd, uint32_t rev, uint32_t info, _Out_ void **sddl, _Out_ uint32_t *len)');
 
   const invalid = (h: unknown) => h === null || koffi.address(h) === INVALID_HANDLE;
@@ -66,11 +79,11 @@ export async function win32Security(): Promise<Win32SecurityApi> {
     return sd[0];
   }
 
-  /** The DACL of a descriptor that GetSecurityInfo or GetNamedSecurityInfoW returned in `sd` (freed here). */
-  function daclString(sd: unknown[]): string {
+  /** The parts `info` of a descriptor that GetSecurityInfo or GetNamedSecurityInfoW returned in `sd` (freed here). */
+  function daclString(sd: unknown[], info = DACL_SECURITY_INFORMATION): string {
     try {
       const str: unknown[] = [null];
-      if (!SdToSddl(sd[0], SDDL_REVISION_1, DACL_SECURITY_INFORMATION, str, [0])) {
+      if (!SdToSddl(sd[0], SDDL_REVISION_1, info, str, [0])) {
         throw new Win32Error('ConvertSecurityDescriptorToStringSecurityDescriptorW', GetLastError());
       }
       try {
@@ -90,12 +103,46 @@ export async function win32Security(): Promise<Win32SecurityApi> {
     return daclString(sd);
   }
 
+  let user: string | undefined;
+
   return {
-    readDirDacl(dir) {
+    readDirSecurity(dir) {
       const sd: unknown[] = [null];
-      const rc = GetNamedSecurityInfoW(dir, SE_FILE_OBJECT, DACL_SECURITY_INFORMATION, null, null, [null], null, sd) as number;
+      const info = OWNER_SECURITY_INFORMATION | DACL_SECURITY_INFORMATION;
+      const rc = GetNamedSecurityInfoW(dir, SE_FILE_OBJECT, info, null, null, [null], null, sd) as number;
       if (rc !== 0) throw new Win32Error(`GetNamedSecurityInfoW(${dir})`, rc);
-      return daclString(sd);
+      return daclString(sd, info);
+    },
+    createDir(dir, sddl) {
+      // The descriptor is given at creation: there is no moment the directory has its parent's ACL.
+      const sd = descriptor(sddl);
+      try {
+        const sa = { nLength: koffi.sizeof(SECURITY_ATTRIBUTES), lpSecurityDescriptor: sd, bInheritHandle: 0 };
+        if (!CreateDirectoryW(dir, sa)) throw new Win32Error(`CreateDirectoryW(${dir})`, GetLastError());
+      } finally {
+        LocalFree(sd);
+      }
+    },
+    userSid() {
+      if (user) return user;
+      const token: unknown[] = [null];
+      if (!OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, token)) throw new Win32Error('OpenProcessToken', GetLastError());
+      // TOKEN_USER is a SID pointer into the same buffer, followed by the SID: the buffer must outlive the read.
+      const buf = koffi.alloc('uint8_t', 256);
+      try {
+        if (!GetTokenInformation(token[0], TOKEN_USER, buf, 256, [0])) throw new Win32Error('GetTokenInformation(TokenUser)', GetLastError());
+        const str: unknown[] = [null];
+        if (!ConvertSidToStringSidW(koffi.decode(buf, 'void *'), str)) throw new Win32Error('ConvertSidToStringSidW', GetLastError());
+        try {
+          user = koffi.decode(str[0], 'char16_t', -1) as string;
+        } finally {
+          LocalFree(str[0]);
+        }
+        return user;
+      } finally {
+        koffi.free(buf);
+        CloseHandle(token[0]);
+      }
     },
     setDacl(pipe, sddl) {
       const sd = descriptor(sddl);

@@ -23,7 +23,7 @@
 //   snapshot head:  {"snap": revision, "chunks": n}   followed by n chunks  {"kv": [[key, value, create, mod], ...]}
 import fs from 'node:fs';
 import path from 'node:path';
-import { hostPlatform, type AccessReport, type Platform, type PlatformFiles } from '../platform/platform.ts';
+import { DirAclError, hostPlatform, type AccessReport, type Platform, type PlatformFiles } from '../platform/platform.ts';
 import { acquireProcessLock, releaseProcessLock } from './proclock.ts';
 import {
   encodeFrame, logFileName, logGenerations, HEADER, INDEX_EVERY, MAGIC, newHeader, parseHeader, scanFrames, SEALED, SLOT, SNAPSHOT_CHUNK, headerSlot,
@@ -982,15 +982,13 @@ export async function openFileStore(dir: string, opts: FileStoreOptions = {}): P
   const platform = opts.platform ?? hostPlatform();
   const files = platform.files;
   try {
+    // Made with the platform's ACL (Windows: admin-only from the start; an existing directory open to others refuses).
+    const report = await platform.prepareDir(abs);
     // A directory created here must survive a crash too: sync its parent's entry.
-    const created = files.mkdirp(abs);
-    if (created !== undefined) {
-      files.syncDir(path.dirname(abs));
-      // The topmost directory made here: with inheritance its ACL covers the store below it.
-      const report = await platform.secureNewDir(created);
-      opts.onAccess?.(report);
-    }
+    if (report?.created !== undefined) files.syncDir(path.dirname(abs));
+    if (report) opts.onAccess?.(report);
   } catch (err) {
+    if (err instanceof DirAclError) throw new StoreError(`${name}: ${err.message}`);
     throw fsError(name, 'create directory', abs, err);
   }
   const lockPath = path.join(abs, 'LOCK');

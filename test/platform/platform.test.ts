@@ -44,32 +44,33 @@ t.test('stop controls: Windows has no SIGTERM; Ctrl+C, Ctrl+Break and console cl
   t.same(l, { SIGTERM: 'restart', SIGINT: 'withdraw', SIGHUP: 'reload' });
 });
 
-t.test('a new state directory gets an ACL for SYSTEM and Administrators only, and says when it did not', async (t) => {
+t.test('state directories: Linux makes them with the umask; the Windows fallback command is icacls', async (t) => {
   t.same(icaclsArgs('C:\\ProgramData\\blockspeaker'), ['C:\\ProgramData\\blockspeaker', '/inheritance:r', '/grant:r', `*${SID_SYSTEM}:(OI)(CI)F`, `*${SID_ADMINISTRATORS}:(OI)(CI)F`]);
-  const ok = windowsDouble();
-  const r = await ok.platform.secureNewDir('D:\\state');
-  t.same(ok.spawned, [{ cmd: 'icacls', args: icaclsArgs('D:\\state') }]);
-  t.match(r, { enforced: true, what: /SYSTEM and Administrators only/ });
-  const bad = windowsDouble({ spawnResult: () => ({ code: 5, stdout: '', stderr: 'D:\\state: Access is denied.\r\n' }) });
-  t.match(await bad.platform.secureNewDir('D:\\state'), { enforced: false, what: /ACL NOT restricted.*Access is denied/ });
-  t.match(await linuxPlatform().secureNewDir('/x'), { enforced: true, what: /umask/ });
+  const dir = tmpDir(t);
+  const linux = linuxPlatform();
+  t.same(await linux.prepareDir(path.join(dir, 'a', 'b')), { created: path.join(dir, 'a'), enforced: true, what: `${path.join(dir, 'a')}: POSIX permissions from the umask` });
+  t.equal(await linux.prepareDir(path.join(dir, 'a', 'b')), undefined, 'an existing directory: nothing to say');
+  t.equal(await linux.prepareDir(path.join(dir, 'c'), { create: false }), undefined);
+  t.notOk(fs.existsSync(path.join(dir, 'c')), 'create: false makes nothing');
 });
 
-t.test('a store directory created under the double is secured through the platform; an existing one is left alone', async (t) => {
+t.test('a store directory created under the double is made admin-only through the platform; an existing one is checked', async (t) => {
   const dir = tmpDir(t);
   const w = windowsDouble();
   const reports: string[] = [];
   const { openFileStore } = await import('../../src/store/file.ts');
   const s = await openFileStore(path.join(dir, 'state'), { platform: w.platform, onAccess: (r) => reports.push(r.what) });
   await s.close();
-  t.same(w.spawned.map((x) => x.args[0]), [path.join(dir, 'state')]);
-  t.equal(reports.length, 1);
+  t.same(w.createdDirs.map((x) => x.dir), [path.join(dir, 'state')]);
+  t.equal(w.spawned.length, 0, 'no icacls: the DACL came with CreateDirectoryW');
+  t.match(reports, [/created with the DACL .* in one call \(CreateDirectoryW\)/]);
   const s2 = await openFileStore(path.join(dir, 'state'), { platform: w.platform, onAccess: (r) => reports.push(r.what) });
   await s2.close();
-  t.equal(w.spawned.length, 1, 'not re-applied to a directory that exists');
+  t.equal(w.createdDirs.length, 1, 'an existing directory is not made again');
+  t.match(reports[1], /existing directory checked/);
   const s3 = await openFileStore(path.join(dir, 'ProgramData', 'blockspeaker'), { platform: w.platform });
   await s3.close();
-  t.equal(w.spawned[1]?.args[0], path.join(dir, 'ProgramData'), 'the topmost directory made gets the ACL; children inherit it');
+  t.same(w.createdDirs.slice(1).map((x) => x.dir), [path.join(dir, 'ProgramData'), path.join(dir, 'ProgramData', 'blockspeaker')], 'every missing component, top down');
 });
 
 t.test('run marker: keyed by the store, records the boot, refuses a live daemon on the same store', async (t) => {

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { realDeps, windowsPlatform, type Platform, type SpawnResult } from '../../src/platform/platform.ts';
 import { netIpcPath } from '../../src/platform/paths.ts';
-import type { Win32SecurityApi } from '../../src/platform/pipe-acl.ts';
+import { Win32Error, type Win32SecurityApi } from '../../src/platform/pipe-acl.ts';
 
 export interface WindowsDouble {
   platform: Platform;
@@ -22,7 +22,17 @@ export interface WindowsDouble {
   refused: string[];
   /** Every DACL set on a pipe through the platform (pipe name, SDDL asked for). */
   pipeDacls: { pipe: string; sddl: string }[];
+  /** Every directory made through CreateDirectoryW, with the descriptor it was given. */
+  createdDirs: { dir: string; sddl: string }[];
+  /** Owner and DACL of directories, as Windows would read them back (set one to model an existing directory). */
+  dirSecurity: Map<string, string>;
 }
+
+/** What Windows reads back from a directory given icaclsArgs() (or ADMIN_ONLY_DIR_SDDL) by an administrator. */
+export const ADMIN_ONLY_READ_BACK = 'O:BAD:PAI(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)';
+
+/** What Windows reads back from a directory made under C:\ProgramData by an administrator without an ACL of its own. */
+export const PROGRAMDATA_CHILD_SDDL = 'O:BAD:AI(A;OICIID;FA;;;SY)(A;OICIID;FA;;;BA)(A;OICIIOID;GA;;;CO)(A;OICIID;0x1200a9;;;BU)(A;CIID;DCLCRPCR;;;BU)';
 
 export interface WindowsDoubleOptions {
   hostname?: string;
@@ -37,6 +47,13 @@ export interface WindowsDoubleOptions {
    * given, the protected flag dropped). Reject to model koffi failing to load.
    */
   win32Security?: () => Promise<Win32SecurityApi>;
+  /** The daemon's account (token user). Default: LocalSystem, as the service runs. */
+  userSid?: string;
+  /**
+   * Read back for a directory with no entry in dirSecurity. Default: admin-only as install.ps1 leaves it, so tests
+   * that are not about ACLs may use existing temporary directories; PROGRAMDATA_CHILD_SDDL models the usual mistake.
+   */
+  defaultDirSecurity?: string;
   /** Listen for "pipes" as Unix sockets in this directory (the pipe namespace of the double), so a server can run. */
   pipeDir?: string;
 }
@@ -55,13 +72,28 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
   const refused: string[] = [];
   const spawned: { cmd: string; args: string[] }[] = [];
   const pipeDacls: { pipe: string; sddl: string }[] = [];
+  const createdDirs: { dir: string; sddl: string }[] = [];
+  const dirSecurity = new Map<string, string>();
   const keepAsWine: Win32SecurityApi = {
     setDacl(pipe, sddl) {
       pipeDacls.push({ pipe, sddl });
       return sddl.replace(/^D:P/, 'D:');
     },
-    // What icacls icaclsArgs() leaves, as Windows renders it.
-    readDirDacl: () => 'D:PAI(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)',
+    readDirSecurity(dir) {
+      if (!fs.existsSync(dir)) throw new Win32Error(`GetNamedSecurityInfoW(${dir})`, 2);
+      return dirSecurity.get(path.resolve(dir)) ?? opts.defaultDirSecurity ?? ADMIN_ONLY_READ_BACK;
+    },
+    // Windows semantics: the parent must exist, an existing name fails, the descriptor is the directory's from the
+    // start (owner: the creator's default owner, Administrators for an elevated admin or SYSTEM; generic rights mapped).
+    createDir(dir, sddl) {
+      if (fs.existsSync(dir)) throw new Win32Error(`CreateDirectoryW(${dir})`, 183);
+      if (!fs.existsSync(path.dirname(dir))) throw new Win32Error(`CreateDirectoryW(${dir})`, 3);
+      fs.mkdirSync(dir);
+      createdDirs.push({ dir, sddl });
+      const owner = opts.userSid === undefined || opts.userSid === 'S-1-5-18' ? 'SY' : 'BA';
+      dirSecurity.set(path.resolve(dir), `O:${owner}${sddl.replace(/^D:P\(/, 'D:PAI(').replaceAll(';GA;', ';FA;')}`);
+    },
+    userSid: () => opts.userSid ?? 'S-1-5-18',
   };
   const isOpen = (p: string) => [...open.values()].some((o) => o.path === path.resolve(p));
   const refuse = (code: 'EPERM' | 'EACCES', syscall: string, what: string) => {
@@ -91,6 +123,7 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
       },
       readdirSync: (d) => fs.readdirSync(d),
       mkdirSync: (d, o) => fs.mkdirSync(d, o),
+      existsSync: (p) => fs.existsSync(p),
       fsyncSync(fd) {
         fs.fsyncSync(fd);
       },
@@ -124,5 +157,5 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
   // A pipe name becomes a socket file in pipeDir, for the server's bind and for clients alike.
   const inPipeDir = (p: string) => path.join(pipeDir!, netIpcPath(p, 'win32'));
   const withPipes: Platform = pipeDir ? { ...platform, netIpcPath: inPipeDir, ipcListenPath: inPipeDir } : platform;
-  return { platform: withPipes, spawned, refused, pipeDacls, openPaths: () => [...open.values()].map((o) => o.path) };
+  return { platform: withPipes, spawned, refused, pipeDacls, createdDirs, dirSecurity, openPaths: () => [...open.values()].map((o) => o.path) };
 }
