@@ -26,6 +26,8 @@ export interface WindowsDouble {
   createdDirs: { dir: string; sddl: string }[];
   /** Owner and DACL of directories, as Windows would read them back (set one to model an existing directory). */
   dirSecurity: Map<string, string>;
+  /** The double's Win32 security calls (Windows semantics over its files), to build variants from. */
+  win32: Win32SecurityApi;
 }
 
 /** What Windows reads back from a directory given icaclsArgs() (or ADMIN_ONLY_DIR_SDDL) by an administrator. */
@@ -157,5 +159,5 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
   // A pipe name becomes a socket file in pipeDir, for the server's bind and for clients alike.
   const inPipeDir = (p: string) => path.join(pipeDir!, netIpcPath(p, 'win32'));
   const withPipes: Platform = pipeDir ? { ...platform, netIpcPath: inPipeDir, ipcListenPath: inPipeDir } : platform;
-  return { platform: withPipes, spawned, refused, pipeDacls, createdDirs, dirSecurity, openPaths: () => [...open.values()].map((o) => o.path) };
+  return { platform: withPipes, spawned, refused, pipeDacls, createdDirs, dirSecurity, win32: keepAsWine, openPaths: () => [...open.values()].map((o) => o.path) };
 }
