@@ -37,7 +37,16 @@ async function loadKoffi(): Promise<KoffiLike> {
   return typeof mod.load === 'function' ? mod : (mod.default as KoffiLike);
 }
 
-export async function win32Security(): Promise<Win32SecurityApi> {
+let loaded: Promise<Win32SecurityApi> | undefined;
+
+/** The calls, bound once per process (koffi type names such as SECURITY_ATTRIBUTES are process-wide). */
+export function win32Security(): Promise<Win32SecurityApi> {
+  loaded ??= bind();
+  loaded.catch(() => (loaded = undefined)); // a failed load may be retried
+  return loaded;
+}
+
+async function bind(): Promise<Win32SecurityApi> {
   const koffi = await loadKoffi();
   const kernel32 = koffi.load('kernel32.dll');
   const advapi32 = koffi.load('advapi32.dll');
