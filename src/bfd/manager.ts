@@ -3,14 +3,16 @@
 // session at its next deadline, and demultiplexing by Your Discriminator or, when that is zero, by the source
 // address. BGP subscribes to onDown (src/bgp/speaker.ts); /peers shows status().
 //
-// Gap: RFC 5881 5 asks receivers to drop packets whose TTL is not 255 (GTSM). Node's dgram sets the outgoing TTL
-// (setTTL) but cannot read a datagram's TTL (that needs IP_RECVTTL and recvmsg ancillary data), so received TTL is
-// not checked; single-hop sessions are still bound to the peer's address and our discriminator.
+// RFC 5881 5: received packets must have TTL / Hop Limit 255. Node's dgram cannot read a datagram's TTL, so the
+// listener gets a kernel socket filter (src/platform/udp-ttl.ts) that delivers any other TTL as an empty message,
+// counted here as a discard. Where the filter cannot be had (Windows, koffi missing) the check is not enforced, and
+// the log and every session's status say so.
 import * as dgram from 'node:dgram';
 import { EventEmitter } from 'node:events';
 import { decode } from './codec.ts';
 import { BfdSession, type BfdAction, type BfdParams, type BfdSessionStatus } from './session.ts';
 import { formatIP, parseIP } from '../net/ip.ts';
+import { hostUdpTtlGuard, type UdpTtlGuard } from '../platform/udp-ttl.ts';
 
 export const BFD_PORT = 3784;
 const SRC_PORT_MIN = 49152;
@@ -41,6 +43,8 @@ export interface BfdPeerStatus extends BfdSessionStatus {
   lastDiscard: string | null;
   /** when the state last changed, ms since the epoch */
   since: number;
+  /** the received-TTL check of RFC 5881 5 on this session's listener; `why` says why it is not enforced */
+  ttlCheck: { enforced: boolean; why?: string };
 }
 
 /** What the speaker needs of BFD: status per peer and the failure events. */
@@ -66,6 +70,10 @@ export interface BfdManagerOptions {
   random?: () => number;
   /** ms since the epoch */
   now?: () => number;
+  /** the received-TTL check (default: the host's; null: none, said in the status) */
+  ttlGuard?: UdpTtlGuard | null;
+  /** TTL / Hop Limit of our packets (default 255, as RFC 5881 5 asks; lower only to test a receiver's check) */
+  ttl?: number;
 }
 
 /** A session with its socket, timer and the counters its status shows. */
@@ -90,6 +98,8 @@ export class BfdManager extends EventEmitter<{ down: [address: string, reason: s
   private readonly entries = new Map<string, Entry>();
   private readonly byDiscr = new Map<number, Entry>();
   private readonly sockets: Partial<Record<4 | 6, dgram.Socket>> = {};
+  /** per listener family: null when the TTL filter is attached, else why not */
+  private readonly ttlUnchecked: Partial<Record<4 | 6, string | null>> = {};
   private readonly random: () => number;
   private readonly now: () => number;
   private readonly log: BfdLogger;
@@ -116,6 +126,7 @@ export class BfdManager extends EventEmitter<{ down: [address: string, reason: s
     return {
       ...e.session.status(), localPort: e.port, downs: e.downs, lastDown: e.lastDown, packetsIn: e.packetsIn,
       packetsOut: e.packetsOut, discarded: e.discarded, lastDiscard: e.lastDiscard, since: e.since,
+      ttlCheck: this.ttlCheck(e.family),
     };
   }
 
@@ -143,6 +154,7 @@ export class BfdManager extends EventEmitter<{ down: [address: string, reason: s
       if (!used && this.sockets[f]) {
         this.sockets[f]!.close();
         delete this.sockets[f];
+        delete this.ttlUnchecked[f];
       }
     }
   }
@@ -153,6 +165,7 @@ export class BfdManager extends EventEmitter<{ down: [address: string, reason: s
     for (const f of [4, 6] as const) {
       this.sockets[f]?.close();
       delete this.sockets[f];
+      delete this.ttlUnchecked[f];
     }
   }
 
@@ -160,7 +173,7 @@ export class BfdManager extends EventEmitter<{ down: [address: string, reason: s
 
   private async listen(f: 4 | 6): Promise<void> {
     const sock = dgram.createSocket({ type: f === 4 ? 'udp4' : 'udp6', ipv6Only: f === 6, reuseAddr: false });
-    sock.on('message', (msg, rinfo) => this.onMessage(msg, rinfo.address));
+    sock.on('message', (msg, rinfo) => this.onMessage(msg, rinfo.address, f));
     sock.on('error', (err) => this.log.warn(`bfd: IPv${f} listener: ${err.message}`));
     const address = f === 4 ? (this.opts.listenAddress?.ipv4 ?? '0.0.0.0') : (this.opts.listenAddress?.ipv6 ?? '::');
     await new Promise<void>((resolve, reject) => {
@@ -173,6 +186,24 @@ export class BfdManager extends EventEmitter<{ down: [address: string, reason: s
       throw new Error(`bfd: cannot listen on ${address} port ${this.opts.port ?? BFD_PORT}: ${err.message}`);
     });
     this.sockets[f] = sock;
+    await this.guardTtl(sock, f);
+  }
+
+  /** Attach the received-TTL filter to a listener; when it cannot be, say so (never a silent gap). */
+  private async guardTtl(sock: dgram.Socket, f: 4 | 6): Promise<void> {
+    const guard = this.opts.ttlGuard === undefined ? hostUdpTtlGuard() : this.opts.ttlGuard;
+    let why: string | null;
+    if (!guard) why = 'the received TTL of BFD packets is not checked: no TTL guard was configured';
+    else if (guard.unsupported) why = guard.unsupported;
+    else why = await guard.attach(sock, f).then(() => null, (e: Error) => e.message);
+    this.ttlUnchecked[f] = why;
+    if (why) this.log.warn(`bfd: IPv${f}: ${why}; single-hop sessions still take packets only from their peer's address`);
+  }
+
+  private ttlCheck(f: 4 | 6): { enforced: boolean; why?: string } {
+    const why = this.ttlUnchecked[f];
+    if (why === undefined) return { enforced: false, why: 'no listener yet' };
+    return why === null ? { enforced: true } : { enforced: false, why };
   }
 
   /** A socket on a free source port in 49152-65535 (RFC 5881 4), TTL 255 (RFC 5881 5). */
@@ -190,7 +221,7 @@ export class BfdManager extends EventEmitter<{ down: [address: string, reason: s
             resolve();
           });
         });
-        sock.setTTL(255);
+        sock.setTTL(this.opts.ttl ?? 255);
         sock.on('error', (err) => this.log.warn(`bfd: send socket ${port}: ${err.message}`));
         return { sock, port };
       } catch (e) {
@@ -235,11 +266,16 @@ export class BfdManager extends EventEmitter<{ down: [address: string, reason: s
     this.byDiscr.delete(e.session.localDiscr);
   }
 
-  private onMessage(msg: Buffer, from: string): void {
-    const d = decode(msg);
+  private onMessage(msg: Buffer, from: string, f: 4 | 6): void {
     let src: string;
     try { src = canon(from); } catch { return; }
     const bySrc = this.entries.get(src);
+    if (msg.length === 0 && this.ttlUnchecked[f] === null) {
+      // the TTL filter's mark (src/platform/bpf-ttl.ts): a packet that did not arrive with TTL / Hop Limit 255
+      if (bySrc) this.discard(bySrc, `received with a TTL / Hop Limit other than 255 (RFC 5881 5)`);
+      return;
+    }
+    const d = decode(msg);
     if (!d.ok) {
       if (bySrc) this.discard(bySrc, d.reason);
       return;

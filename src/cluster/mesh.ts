@@ -4,6 +4,7 @@
 // sorts higher as a string (BIRD there is passive toward us when ours sorts higher, so we must open it); route
 // reflectors (a routeReflectorClusterID) are left out, and a route reflector itself is in no mesh at all.
 import type { PeerConfig, PeerGracefulRestart, SelectorPeerConfig } from '../config/types.ts';
+import type { SecretSource } from '../store/etcd-auth.ts';
 import { parseSelector } from '../ipam/selector.ts';
 import { nodeIP, type ClusterNode } from './node.ts';
 
@@ -14,6 +15,8 @@ export interface MeshSettings {
   port: number;
   holdTime: number;
   gracefulRestart: PeerGracefulRestart | false;
+  /** TCP-MD5 on every mesh session (bgp.nodeMeshPassword); peer-selector sessions use their BGPPeer's own. */
+  password?: SecretSource;
 }
 
 /** A peer config plus the source address of our connections (the speaker's `localAddress`). */
@@ -40,6 +43,7 @@ export function meshPeers(self: ClusterNode, nodes: Iterable<ClusterNode>, s: Me
         gracefulRestart: s.gracefulRestart,
         // From our own BGP address, as confd's "source address": the other side knows us by it.
         localAddress: mine,
+        ...(s.password ? { password: s.password } : {}),
       });
     }
   }

@@ -61,7 +61,7 @@ export const CALICO_FIELDS: Record<string, Record<string, FieldRule>> = {
     serviceLoadBalancerAggregation: w('service IP advertisement is not implemented yet', ['Enabled']),
     communities: h('named community values for prefixAdvertisements (bgp.communities)'),
     prefixAdvertisements: h('communities added to exported routes inside each cidr (bgp.prefixAdvertisements; the file\'s wins)'),
-    nodeMeshPassword: w('TCP-MD5 is not supported by this importer yet; mesh sessions run without it'),
+    nodeMeshPassword: h('bgp.nodeMeshPassword: TCP-MD5 on every mesh session; secretKeyRef {name, key} is read from the mounted Secret file /etc/blockspeaker/secrets/NAME/KEY (Linux; refused on Windows)'),
     nodeMeshMaxRestartTime: w('mesh sessions use bgp.gracefulRestart'),
     bindMode: w('the speaker listens on bgp.listen.address', ['None']),
     ignoredInterfaces: w('blockspeaker announces IPAM blocks only, never interface routes', [[]]),

@@ -10,6 +10,7 @@ import { parseSelector } from '../ipam/selector.ts';
 import { suggest } from './check.ts';
 import { CALICO_FIELDS } from './calico-fields.ts';
 import { calicoPeerSecurity } from './calico-peer-security.ts';
+import type { SecretSource } from '../store/etcd-auth.ts';
 import { resolveCommunities } from './communities.ts';
 import { MAX_ALLOW_AS_IN } from './peer-as.ts';
 import { checkRuleExtras, needsPolicy, policyRules } from './calico-filter.ts';
@@ -26,6 +27,8 @@ export interface CalicoImport {
   asn?: number;
   listenPort?: number;
   nodeToNodeMeshEnabled?: boolean;
+  /** BGPConfiguration nodeMeshPassword.secretKeyRef as the mounted Secret file (src/config/calico-peer-security.ts). */
+  nodeMeshPassword?: SecretSource;
   ipam: { strictAffinity?: boolean; maxBlocksPerHost?: number; autoAllocateBlocks?: boolean; ipCooldownSeconds?: number };
   /** BGPConfiguration serviceClusterIPs / serviceExternalIPs / serviceLoadBalancerIPs (canonical CIDRs). */
   serviceIPs?: { clusterIPs: string[]; externalIPs: string[]; loadBalancerIPs: string[] };
@@ -172,6 +175,12 @@ export function importCalico(text: string, source: string, nodeName: string, nod
         if (spec.nodeToNodeMeshEnabled !== undefined) {
           if (typeof spec.nodeToNodeMeshEnabled !== 'boolean') ctx.fail('nodeToNodeMeshEnabled', `must be true or false, got ${JSON.stringify(spec.nodeToNodeMeshEnabled)}`);
           else out.nodeToNodeMeshEnabled = spec.nodeToNodeMeshEnabled;
+        }
+        if (spec.nodeMeshPassword !== undefined && spec.nodeMeshPassword !== null) {
+          // the same shape and Secret mapping as BGPPeer.password
+          const sec = calicoPeerSecurity({ password: spec.nodeMeshPassword });
+          if ('field' in sec) ctx.fail(sec.field.replace(/^password/, 'nodeMeshPassword'), sec.message);
+          else out.nodeMeshPassword = sec.password;
         }
         break;
       }

@@ -7,7 +7,7 @@ import { hostPlatform, type Platform } from '../platform/platform.ts';
 import { posix, win32 } from 'node:path';
 import { checkEtcdSecurity, isEtcdUrl, type EtcdSecurity, type SecretSource } from '../store/etcd-auth.ts';
 import { Checker, isPlainObject, show, type ConfigIssue, type Path } from './check.ts';
-import { HARDENING_PEER_FIELDS, maxPrefixes, peerSecurityFields, secretSource } from './peer-hardening.ts';
+import { HARDENING_PEER_FIELDS, MESH_BGP_FIELDS, maxPrefixes, meshPasswordField, peerSecurityFields, secretSource } from './peer-hardening.ts';
 import { bfdField } from './bfd.ts';
 import { COMMUNITY_BGP_FIELDS, bgpCommunities } from './communities.ts';
 import { AS_PEER_FIELDS, peerAsOptions } from './peer-as.ts';
@@ -277,7 +277,7 @@ function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart 
   return p;
 }
 
-const BGP_FIELDS = ['asn', 'routerId', 'listen', 'gracefulRestart', 'peers', 'announce', 'nodeToNodeMeshEnabled', ...COMMUNITY_BGP_FIELDS] as const;
+const BGP_FIELDS = ['asn', 'routerId', 'listen', 'gracefulRestart', 'peers', 'announce', 'nodeToNodeMeshEnabled', ...COMMUNITY_BGP_FIELDS, ...MESH_BGP_FIELDS] as const;
 
 function bgpSection(c: Checker, v: unknown): BgpConfig | undefined {
   const o = c.object(['bgp'], v, BGP_FIELDS, ['asn', 'routerId']);
@@ -318,6 +318,7 @@ function bgpSection(c: Checker, v: unknown): BgpConfig | undefined {
   };
   if (mesh !== undefined) out.nodeToNodeMeshEnabled = mesh;
   Object.assign(out, bgpCommunities(c, o));
+  Object.assign(out, meshPasswordField(c, o));
   return out;
 }
 

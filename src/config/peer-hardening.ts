@@ -45,6 +45,26 @@ export function secretSource(c: Checker, path: Path, x: unknown): SecretSource |
   return e === undefined ? undefined : { env: e };
 }
 
+/** A TCP-MD5 password by reference: an absolute file or an environment variable name (errors name the field). */
+export function passwordSource(c: Checker, path: Path, x: unknown): SecretSource | undefined {
+  const src = secretSource(c, path, x);
+  if (src && 'file' in src && !posix.isAbsolute(src.file) && !win32.isAbsolute(src.file)) {
+    // Relative to what? The daemon's working directory is not the config's.
+    return c.bad([...path, 'file'], 'an absolute path', src.file);
+  }
+  if (src && 'env' in src && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(src.env)) return c.bad([...path, 'env'], 'an environment variable name', src.env);
+  return src;
+}
+
+/** bgp.nodeMeshPassword: TCP-MD5 on every node-to-node mesh session (Calico BGPConfiguration nodeMeshPassword). */
+export const MESH_BGP_FIELDS = ['nodeMeshPassword'] as const;
+
+export function meshPasswordField(c: Checker, o: Record<string, unknown>): { nodeMeshPassword?: SecretSource } {
+  if (o.nodeMeshPassword === undefined || o.nodeMeshPassword === null) return {};
+  const src = passwordSource(c, ['bgp', 'nodeMeshPassword'], o.nodeMeshPassword);
+  return src ? { nodeMeshPassword: src } : {};
+}
+
 /**
  * peers[].password (TCP-MD5, RFC 2385) and peers[].ttlSecurity (GTSM hops, RFC 5082, 1..255) onto `out`.
  * Returns false when either is wrong (each error names its field).
@@ -52,15 +72,8 @@ export function secretSource(c: Checker, path: Path, x: unknown): SecretSource |
 export function peerSecurityFields(c: Checker, path: Path, o: Record<string, unknown>, out: PeerConfig): boolean {
   let ok = true;
   if (o.password !== undefined) {
-    const src = secretSource(c, [...path, 'password'], o.password);
-    if (src && 'file' in src && !posix.isAbsolute(src.file) && !win32.isAbsolute(src.file)) {
-      // Relative to what? The daemon's working directory is not the config's.
-      c.bad([...path, 'password', 'file'], 'an absolute path', src.file);
-      ok = false;
-    } else if (src && 'env' in src && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(src.env)) {
-      c.bad([...path, 'password', 'env'], 'an environment variable name', src.env);
-      ok = false;
-    } else if (src) out.password = src;
+    const src = passwordSource(c, [...path, 'password'], o.password);
+    if (src) out.password = src;
     else ok = false;
   }
   if (o.ttlSecurity !== undefined) {

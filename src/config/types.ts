@@ -117,6 +117,8 @@ export interface BgpConfig {
   announce: string[];
   /** Calico's node-to-node mesh. Absent: on when ipam.store is shared (etcd), off for the embedded store. */
   nodeToNodeMeshEnabled?: boolean;
+  /** TCP-MD5 password of every mesh session (Calico BGPConfiguration nodeMeshPassword), by reference. */
+  nodeMeshPassword?: SecretSource;
   /** From Calico BGPPeers with a peerSelector: peer with the registered nodes the selector matches. */
   selectorPeers?: SelectorPeerConfig[];
   /** Route reflector cluster ID: set by the daemon from node.bgp.routeReflectorClusterID. */

@@ -46,6 +46,11 @@ export function applyCalicoImport(imp: CalicoImport, path: string, to: MergeTarg
       warn(`${path}: BGPConfiguration nodeToNodeMeshEnabled ${imp.nodeToNodeMeshEnabled} differs from bgp.nodeToNodeMeshEnabled ${bgp.nodeToNodeMeshEnabled}; the config's is used`);
     } else bgp.nodeToNodeMeshEnabled = imp.nodeToNodeMeshEnabled;
   }
+  if (imp.nodeMeshPassword) {
+    if (bgp.nodeMeshPassword && JSON.stringify(bgp.nodeMeshPassword) !== JSON.stringify(imp.nodeMeshPassword)) {
+      warn(`${path}: BGPConfiguration nodeMeshPassword differs from bgp.nodeMeshPassword; the config's is used`);
+    } else bgp.nodeMeshPassword = imp.nodeMeshPassword;
+  }
   for (const p of imp.peers) {
     if (bgp.peers.some((x) => x.address === p.address)) warn(`${path}: peer ${p.address} is also in the config file; the config's wins`);
     else bgp.peers.push(p);

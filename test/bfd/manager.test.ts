@@ -3,7 +3,9 @@
 // diagnostic; a removed side says AdminDown, which is not a failure (RFC 5882 3.2); garbage is counted, not fatal.
 import t, { type Test } from 'tap';
 import * as dgram from 'node:dgram';
-import { BfdManager } from '../../src/bfd/manager.ts';
+import { BfdManager, type BfdManagerOptions } from '../../src/bfd/manager.ts';
+import { udpTtlGuard } from '../../src/platform/udp-ttl.ts';
+import { HOST_PLATFORM } from '../../src/platform/paths.ts';
 
 async function until<T>(fn: () => T | null | undefined | false, what: string, ms = 10_000): Promise<T> {
   const end = Date.now() + ms;
@@ -15,9 +17,9 @@ async function until<T>(fn: () => T | null | undefined | false, what: string, ms
   }
 }
 
-async function pair(t: Test) {
+async function pair(t: Test, bOpts: BfdManagerOptions = {}) {
   const a = new BfdManager({ port: 0 });
-  const b = new BfdManager({ port: 0 });
+  const b = new BfdManager({ port: 0, ...bOpts });
   const peer = { address: '127.0.0.1', minRx: 100, minTx: 100, multiplier: 3 };
   await a.configure([peer]);
   await b.configure([peer]);
@@ -62,6 +64,8 @@ t.test('malformed packets are discarded and counted; the session stays Up', asyn
   const { a, b } = await pair(t);
   await until(() => a.status('127.0.0.1')?.state === 'Up' && b.status('127.0.0.1')?.state === 'Up', 'both Up');
   const s = dgram.createSocket('udp4');
+  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
+  s.setTTL(255); // through the TTL filter, so the decoder sees it
   await new Promise<void>((r) => s.send(Buffer.from([0x40, 0xc0, 3, 24, ...new Array(20).fill(0)]), a.listeningPort()!, '127.0.0.1', () => r()));
   s.close();
   await until(() => a.status('127.0.0.1')!.discarded > 0, 'discard counted');
@@ -84,4 +88,30 @@ t.test('a port already taken is a clear error', async (t) => {
   await t.rejects(b.configure([{ address: '127.0.0.1', minRx: 300, minTx: 300, multiplier: 3 }]), /bfd: cannot listen on 0\.0\.0\.0 port \d+/);
   await a.close();
   await b.close();
+});
+
+t.test('RFC 5881 5: packets sent with TTL 254 are discarded and counted; the session never comes Up', { skip: HOST_PLATFORM === 'win32' && 'no socket filter on Windows' }, async (t) => {
+  const { a, b } = await pair(t, { ttl: 254 });
+  t.same(a.status('127.0.0.1')!.ttlCheck, { enforced: true }, 'the filter is on');
+  // a hears nothing valid: it stays Down however many of b's packets arrive (counted, not timed)
+  const st = await until(() => {
+    const s = a.status('127.0.0.1')!;
+    if (s.state !== 'Down') throw new Error(`a went ${s.state} on TTL-254 packets`);
+    return s.discarded >= 10 && s;
+  }, '10 discards');
+  t.match(st, { state: 'Down', packetsIn: 0, lastDiscard: 'received with a TTL / Hop Limit other than 255 (RFC 5881 5)' });
+  t.not(b.status('127.0.0.1')!.state, 'Up', 'b is not Up either');
+});
+
+t.test('where the TTL check cannot be had, the status says it is not enforced, and why', async (t) => {
+  const warns: string[] = [];
+  const m = new BfdManager({ port: 0, ttlGuard: udpTtlGuard('win32'), logger: { info() {}, warn: (w) => warns.push(w) } });
+  t.teardown(() => m.close({ silent: true }));
+  await m.configure([{ address: '127.0.0.1', minRx: 100, minTx: 100, multiplier: 3 }]);
+  t.match(m.status('127.0.0.1')!.ttlCheck, { enforced: false, why: /not checked \(RFC 5881 5\): Windows offers no socket filter/ });
+  t.match(warns.join('\n'), /bfd: IPv4: the received TTL of BFD packets is not checked/, 'and the log says so');
+  const n = new BfdManager({ port: 0, ttlGuard: null });
+  t.teardown(() => n.close({ silent: true }));
+  await n.configure([{ address: '127.0.0.1', minRx: 100, minTx: 100, multiplier: 3 }]);
+  t.match(n.status('127.0.0.1')!.ttlCheck, { enforced: false, why: /no TTL guard/ });
 });
