@@ -607,11 +607,17 @@ export class Ipam {
       if (state === 'pending') await this.confirmAffinity(ctx.host.name, cidr, ref.rev);
       return block;
     }
-    if (!block && state === 'pending') {
-      // Phase 1 happened but not phase 2 (a crash, or another process of this host is mid-claim): finish it.
+    if (state === 'pending') {
       const pool = ctx.pools.find((p) => prefixContainsPrefix(pfx(p.cidr), ref.prefix));
-      if (pool && this.claimMode === 'atomic') return this.atomicClaim(pass, ctx, pool, ref.prefix, false, ref.rev);
-      return (pool && (await this.createAndConfirm(pass, ctx, pool, ref.prefix, ref.rev, false))) || undefined;
+      if (!block && (await this.ds.blockRevision(cidr)) === 0) {
+        // Phase 1 happened but not phase 2 (a crash, or another process of this host is mid-claim): finish it.
+        if (pool && this.claimMode === 'atomic') return this.atomicClaim(pass, ctx, pool, ref.prefix, false, ref.rev);
+        return (pool && (await this.createAndConfirm(pass, ctx, pool, ref.prefix, ref.rev, false))) || undefined;
+      }
+      // The claim lost: the block is another host's (or cannot be read). Let go of it, as its claimer would have.
+      const key = this.ds.keys.affinity(ctx.host.name, cidr);
+      await this.store.txn([{ key, modRevision: ref.rev }], [{ type: 'delete', key }]);
+      return undefined;
     }
     if (state === 'confirmed' && (block || (await this.ds.blockRevision(cidr)) === 0)) {
       // The block is gone or belongs to someone else (an interrupted release): this affinity is stale. (A block
