@@ -151,10 +151,6 @@ ipc: { path: ${sock} }
     if (!ip) throw new Error(`assign ${handle}: no address (${JSON.stringify(reply)})`);
     if ((pool === 'borrow') !== ip.borrowed) throw new Error(`assign ${handle}: ${ip.ip} borrowed=${ip.borrowed}, expected a ${pool}`);
     const prefix = pool === 'borrow' ? `${ip.ip}/32` : ip.block;
-    if (pool === 'claim') {
-      const free = (await ipcRequest<AvailableReply>(sock, 'ipam.available', { pools: ['claim'] })).v4.free;
-      if (free !== 7) throw new Error(`assign ${handle}: ${ip.block} was not a new block (${free} free after one address)`);
-    }
     if (!arrived.has(prefix)) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => { waiters.delete(prefix); resolve(); }, TRY_TIMEOUT_MS);
@@ -162,7 +158,11 @@ ipc: { path: ${sock} }
       });
     }
     const at = arrived.get(prefix);
-    if (pool === 'claim') { // fill the block (untimed) so the next claim try needs a new block
+    if (pool === 'claim') {
+      // Untimed (after the route arrived, so the daemon is not asked anything else while the route is on its way):
+      // the block was new, and it is filled so the next claim try needs a new block.
+      const free = (await ipcRequest<AvailableReply>(sock, 'ipam.available', { pools: ['claim'] })).v4.free;
+      if (free !== 7) throw new Error(`assign ${handle}: ${ip.block} was not a new block (${free} free after one address)`);
       await ipcRequest<AssignReply>(sock, 'ipam.assign', { handle: `${handle}-fill`, num4: 7, pools: ['claim'] });
     }
     return at === undefined ? null : at - t0;

@@ -1,6 +1,8 @@
 // IPAM -> BGP: keeps a host's announcements equal to its IPAM route view.
 //
-// The store is watched; any IPAM change schedules a refresh (debounced, so a burst of pod starts is one refresh).
+// The store is watched; any IPAM change schedules a refresh: at once after a quiet spell (a new block's route is
+// on its way to the peers the moment its claim is durable), else at most one refresh per debounceMs, so a burst of
+// pod starts is a few refreshes, not one per pod.
 // A refresh reads the host's route view (affine blocks + addresses it holds in others' blocks), turns it into the
 // announcement set (blocks as aggregates, borrowed host routes, never more-specifics inside its own blocks,
 // optional summarisation) and applies only the difference to the target.
@@ -17,8 +19,10 @@ export interface AnnounceTarget {
 export interface AnnouncerOptions {
   /** Merge adjacent affine blocks into their parent when all of it is the host's. */
   summarise?: boolean;
-  /** Wait this long after a change before refreshing (batches bursts). */
+  /** Refresh at most once per this many ms (a change after a quiet spell is refreshed at once). Default 10. */
   debounceMs?: number;
+  /** Clock in ms (tests). */
+  now?: () => number;
   onError?: (err: Error) => void;
   onChange?: (diff: { add: Prefix[]; withdraw: Prefix[] }) => void;
 }
@@ -27,6 +31,9 @@ export class IpamAnnouncer {
   private current: Prefix[] = [];
   private watcher: Watcher | null = null;
   private timer: NodeJS.Timeout | null = null;
+  private immediate: NodeJS.Immediate | null = null;
+  /** When the last scheduled refresh started. */
+  private lastRun = -Infinity;
   private running: Promise<void> | null = null;
   private again = false;
   private stopped = false;
@@ -54,14 +61,21 @@ export class IpamAnnouncer {
     this.stopped = true;
     this.watcher?.close();
     if (this.timer) clearTimeout(this.timer);
+    if (this.immediate) clearImmediate(this.immediate);
   }
 
   private schedule(): void {
-    if (this.stopped || this.timer) return;
-    this.timer = setTimeout(() => {
-      this.timer = null;
+    if (this.stopped || this.timer || this.immediate) return;
+    const now = this.opts.now ?? performance.now.bind(performance);
+    const run = () => {
+      this.timer = this.immediate = null;
+      this.lastRun = now();
       void this.refresh();
-    }, this.opts.debounceMs ?? 10);
+    };
+    const wait = this.lastRun + (this.opts.debounceMs ?? 10) - now();
+    // setImmediate, not at once: the events of one commit arrive in one turn and make one refresh.
+    if (wait <= 0) this.immediate = setImmediate(run);
+    else this.timer = setTimeout(run, wait);
   }
 
   /** Bring the announcements up to date now. Concurrent calls coalesce into one more run. */

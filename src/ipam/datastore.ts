@@ -160,7 +160,20 @@ interface Slot<T> {
   value: T | undefined;
   rev: number;
   dirty: boolean;
+  /** A block this pass creates (claims): its value as first created, for a commit that must be split. */
+  created?: string;
+  /** ... and the key of the affinity written with it. */
+  affinityKey?: string;
 }
+
+/** An affinity this pass writes: guarded by `rev` (0 = must be absent). */
+interface AffinityWrite {
+  value: string;
+  rev: number;
+}
+
+/** etcd's default --max-txn-ops: compares and ops per transaction. A pass bigger than this commits in two steps. */
+export const MAX_TXN_OPS = 128;
 
 /**
  * The working set of one batch: blocks and handles read once, changed in memory, then written back in a single
@@ -170,6 +183,7 @@ interface Slot<T> {
 export class Pass {
   private readonly blockSlots = new Map<string, Slot<BlockRecord>>();
   private readonly handleSlots = new Map<string, Slot<HandleRecord>>();
+  private readonly affinityWrites = new Map<string, AffinityWrite>();
   private allBlocksLoaded = false;
 
   constructor(readonly ds: IpamStore) {}
@@ -213,6 +227,25 @@ export class Pass {
     return out;
   }
 
+  /**
+   * Claim a block in this pass: it is created, with whatever the pass allocates from it, when the pass commits,
+   * and only if its key is still absent then. `created` is its value as a bare create would write it.
+   */
+  createBlock(block: BlockRecord, created: string, affinity: { key: string; value: string; rev: number }): void {
+    this.blockSlots.set(block.cidr, { value: block, rev: 0, dirty: true, created, affinityKey: affinity.key });
+    this.putAffinity(affinity.key, affinity.value, affinity.rev);
+  }
+
+  /** The blocks this pass creates. */
+  createdBlocks(): string[] {
+    return [...this.blockSlots].filter(([, s]) => s.created !== undefined).map(([cidr]) => cidr);
+  }
+
+  /** Write an affinity when the pass commits, if its modRevision is still `rev` then (0 = absent). */
+  putAffinity(key: string, value: string, rev: number): void {
+    this.affinityWrites.set(key, { value, rev });
+  }
+
   markBlock(block: BlockRecord): void {
     const slot = this.blockSlots.get(block.cidr);
     if (!slot) throw new Error(`block ${block.cidr} is not part of this pass`);
@@ -252,13 +285,21 @@ export class Pass {
   get dirty(): boolean {
     for (const s of this.blockSlots.values()) if (s.dirty) return true;
     for (const s of this.handleSlots.values()) if (s.dirty) return true;
-    return false;
+    return this.affinityWrites.size > 0;
   }
 
-  /** Write every changed block and handle in one transaction. Returns false when something changed underneath. */
+  /**
+   * Write every changed block, handle and affinity in one transaction (a claimed block is created there with its
+   * first allocations and its confirmed affinity). Returns false when something changed underneath.
+   */
   async commit(): Promise<boolean> {
+    if (this.writeCount() > MAX_TXN_OPS && !(await this.commitClaims())) return false;
     const compares: { key: string; modRevision: number }[] = [];
     const ops: Op[] = [];
+    for (const [key, a] of this.affinityWrites) {
+      compares.push({ key, modRevision: a.rev });
+      ops.push({ type: 'put', key, value: a.value });
+    }
     for (const [cidr, s] of this.blockSlots) {
       if (!s.dirty) continue;
       const key = this.ds.keys.block(cidr);
@@ -273,5 +314,37 @@ export class Pass {
     }
     if (ops.length === 0) return true;
     return (await this.ds.store.txn(compares, ops)).succeeded;
+  }
+
+  private writeCount(): number {
+    let n = this.affinityWrites.size;
+    for (const s of this.blockSlots.values()) if (s.dirty) n++;
+    for (const s of this.handleSlots.values()) if (s.dirty) n++;
+    return n;
+  }
+
+  /**
+   * A pass too big for one transaction (many claims in one batch): each claim first goes alone, the block as bare
+   * created with its confirmed affinity, and the rest follows as an update of those blocks, as the two-phase
+   * claim would leave it. A crash in between leaves claimed, empty blocks, which the host uses next time.
+   */
+  private async commitClaims(): Promise<boolean> {
+    for (const [cidr, s] of this.blockSlots) {
+      if (s.created === undefined) continue;
+      const key = this.ds.keys.block(cidr);
+      const compares = [{ key, modRevision: 0 }];
+      const ops: Op[] = [{ type: 'put', key, value: s.created }];
+      const aff = s.affinityKey === undefined ? undefined : this.affinityWrites.get(s.affinityKey);
+      if (aff) {
+        compares.push({ key: s.affinityKey!, modRevision: aff.rev });
+        ops.push({ type: 'put', key: s.affinityKey!, value: aff.value });
+      }
+      const r = await this.ds.store.txn(compares, ops);
+      if (!r.succeeded) return false;
+      s.rev = r.revision;
+      s.created = undefined;
+      if (aff) this.affinityWrites.delete(s.affinityKey!);
+    }
+    return true;
   }
 }

@@ -1,10 +1,15 @@
 // IPAM orchestration: Calico's allocation order over blocks kept in a Store.
 //
-//   autoAssign: (1) the host's own affine blocks -> (2) claim a new block (host-seeded start, sequential walk,
-//   two-phase: pending affinity, create block with compare-and-swap, confirm) -> (3) borrow single addresses from
-//   other hosts' blocks, only where allowed. Every block write is a compare-and-swap, retried a bounded number of
-//   times. Concurrent requests for one host in this process are served together in one pass (one transaction), so
-//   a busy node pays one durable write for many pods.
+//   autoAssign: (1) the host's own affine blocks -> (2) claim a new block (host-seeded start, sequential walk)
+//   -> (3) borrow single addresses from other hosts' blocks, only where allowed. Every block write is a
+//   compare-and-swap, retried a bounded number of times. Concurrent requests for one host in this process are
+//   served together in one pass (one transaction), so a busy node pays one durable write for many pods.
+//
+//   A claim is part of that one transaction: "block key absent" and "our affinity absent (or our own pending
+//   claim)" are its compares, the block (with its first allocations) and the confirmed affinity its writes. That
+//   guards exactly what Calico's two-phase claim (pending affinity, create block, confirm) guards, one durable
+//   write instead of four; libcalico-go needs the phases only because its datastore interface writes one key at a
+//   time. Other writers may still use the phases, and their pending claims are finished here (loadAffine).
 import {
   comparePrefix,
   formatIP,
@@ -66,6 +71,11 @@ export interface IpamOptions {
   maxRetries?: number;
   /** Where and how the records are kept (default: blockspeaker's own layout). */
   layout?: Layout;
+  /**
+   * 'atomic' (default): a block claim is part of the pass's one transaction. 'two-phase': pending affinity,
+   * create, confirm, each its own write, as earlier versions and libcalico-go do (the tests' reference).
+   */
+  claim?: 'atomic' | 'two-phase';
   /** Told about records that are skipped because they do not decode (default: process.emitWarning). */
   warn?: (msg: string) => void;
 }
@@ -259,7 +269,14 @@ class AffineSet {
   constructor(
     readonly refs: AffinityRef[],
     private readonly load: (ref: AffinityRef) => Promise<BlockRecord | undefined>,
+    /** Every affinity record of the host as read, pendingDeletion ones too. */
+    private readonly states: Map<string, AffinityRef> = new Map(),
   ) {}
+
+  /** The host's affinity record for a block, as read in this pass. */
+  stateOf(cidr: string): AffinityRef | undefined {
+    return this.states.get(cidr);
+  }
 
   /** How many blocks the host holds (for the per-host block limit). */
   get count(): number {
@@ -289,6 +306,7 @@ export class Ipam {
   private readonly maxRetries: number;
   private readonly assignBatcher: Batcher<AutoAssignArgs, AssignResult>;
   private readonly releaseBatcher: Batcher<ReleaseReq, ReleaseOut>;
+  private readonly claimMode: 'atomic' | 'two-phase';
   /** The host's affinities, read once per pass (claims in the pass add to it). */
   private readonly affineCache = new WeakMap<Pass, AffineSet>();
   /** Per host, the affine block that last had room: tried first, so a full block is not re-read for every pod. */
@@ -300,6 +318,7 @@ export class Ipam {
     this.ds = new IpamStore(store, opts.layout, opts.warn);
     this.now = opts.now ?? Date.now;
     this.maxRetries = opts.maxRetries ?? 32;
+    this.claimMode = opts.claim ?? 'atomic';
     this.assignBatcher = new Batcher((host, items) => this.assignBatch(host, items));
     this.releaseBatcher = new Batcher((_k, items) => this.releaseBatch(items));
   }
@@ -572,11 +591,9 @@ export class Ipam {
   private async affineSet(pass: Pass, ctx: Ctx): Promise<AffineSet> {
     let set = this.affineCache.get(pass);
     if (!set) {
-      const refs = (await this.ds.affinities(ctx.host.name))
-        .filter((a) => a.value.state !== 'pendingDeletion')
-        .map((a) => ({ cidr: a.value.cidr, prefix: pfx(a.value.cidr), state: a.value.state, rev: a.rev }))
-        .sort((a, b) => comparePrefix(a.prefix, b.prefix));
-      set = new AffineSet(refs, (ref) => this.loadAffine(pass, ctx, ref));
+      const all = (await this.ds.affinities(ctx.host.name)).map((a) => ({ cidr: a.value.cidr, prefix: pfx(a.value.cidr), state: a.value.state, rev: a.rev }));
+      const refs = all.filter((a) => a.state !== 'pendingDeletion').sort((a, b) => comparePrefix(a.prefix, b.prefix));
+      set = new AffineSet(refs, (ref) => this.loadAffine(pass, ctx, ref), new Map(all.map((a) => [a.cidr, a])));
       this.affineCache.set(pass, set);
     }
     return set;
@@ -590,10 +607,17 @@ export class Ipam {
       if (state === 'pending') await this.confirmAffinity(ctx.host.name, cidr, ref.rev);
       return block;
     }
-    if (!block && state === 'pending') {
-      // Phase 1 happened but not phase 2 (a crash, or another process of this host is mid-claim): finish it.
+    if (state === 'pending') {
       const pool = ctx.pools.find((p) => prefixContainsPrefix(pfx(p.cidr), ref.prefix));
-      return (pool && (await this.createAndConfirm(pass, ctx, pool, ref.prefix, ref.rev, false))) || undefined;
+      if (!block && (await this.ds.blockRevision(cidr)) === 0) {
+        // Phase 1 happened but not phase 2 (a crash, or another process of this host is mid-claim): finish it.
+        if (pool && this.claimMode === 'atomic') return this.atomicClaim(pass, ctx, pool, ref.prefix, false, ref.rev);
+        return (pool && (await this.createAndConfirm(pass, ctx, pool, ref.prefix, ref.rev, false))) || undefined;
+      }
+      // The claim lost: the block is another host's (or cannot be read). Let go of it, as its claimer would have.
+      const key = this.ds.keys.affinity(ctx.host.name, cidr);
+      await this.store.txn([{ key, modRevision: ref.rev }], [{ type: 'delete', key }]);
+      return undefined;
     }
     if (state === 'confirmed' && (block || (await this.ds.blockRevision(cidr)) === 0)) {
       // The block is gone or belongs to someone else (an interrupted release): this affinity is stale. (A block
@@ -643,6 +667,7 @@ export class Ipam {
   /** Claim one free block for the host from the first pool that has one (two-phase). */
   private async claimNewBlock(pass: Pass, ctx: Ctx, pools: Pool[], affine: AffineSet, reasons: string[]): Promise<BlockRecord | undefined> {
     const existing = new Set(await this.ds.blockCidrs());
+    for (const cidr of pass.createdBlocks()) existing.add(cidr);
     for (const pool of pools) {
       const prefix = pfx(pool.cidr);
       const needsHostReservation = await this.needsHostReservation(affine, pool, ctx.host.os);
@@ -659,13 +684,40 @@ export class Ipam {
         const cidr = subnetAt(prefix, pool.blockSize, (start + k) % total);
         const text = cidr.toString();
         if (existing.has(text)) continue;
-        const block = await this.twoPhaseClaim(pass, ctx, pool, cidr, needsHostReservation);
+        const block = await this.claim(pass, ctx, affine, pool, cidr, needsHostReservation);
         if (block) return block;
         existing.add(text);
       }
       reasons.push(`pool ${pool.name} (${pool.cidr}) has no free blocks`);
     }
     return undefined;
+  }
+
+  /** Claim a block that is not in the store (as read in this pass) for the host; undefined: it cannot be had. */
+  private async claim(pass: Pass, ctx: Ctx, affine: AffineSet, pool: Pool, cidr: Prefix, hostReservation: boolean): Promise<BlockRecord | undefined> {
+    if (this.claimMode === 'two-phase') return this.twoPhaseClaim(pass, ctx, pool, cidr, hostReservation);
+    // An affinity of ours without its block: a pending claim is taken over (as the two-phase path does); one
+    // confirmed or being released is someone's unfinished business, so the block is skipped.
+    const aff = affine.stateOf(cidr.toString());
+    if (aff && aff.state !== 'pending') return undefined;
+    return this.atomicClaim(pass, ctx, pool, cidr, hostReservation, aff?.rev ?? 0);
+  }
+
+  /**
+   * The claim as part of the pass's transaction: the block is created at commit, with what the pass allocates
+   * from it, if its key is still absent; with it the affinity becomes confirmed, if its modRevision is still
+   * `affRev` (0: absent; else our pending claim). The pass works on the block as a bare create would have written
+   * it, so the layout's own state (Calico's sequence numbers) ends exactly as after a create and an update.
+   */
+  private atomicClaim(pass: Pass, ctx: Ctx, pool: Pool, cidr: Prefix, hostReservation: boolean, affRev: number): BlockRecord {
+    const host = ctx.host.name;
+    const text = cidr.toString();
+    const created = newBlock({ cidr, pool, poolPrefix: pfx(pool.cidr), host, os: ctx.host.os, hostReservation });
+    const value = this.ds.layout.encodeBlock(created);
+    const block = this.ds.written(text, value, 0) ?? created;
+    const affinity = this.ds.layout.encodeAffinity({ host, cidr: text, state: 'confirmed' });
+    pass.createBlock(block, value, { key: this.ds.keys.affinity(host, text), value: affinity, rev: affRev });
+    return block;
   }
 
   /** Phase 1: pending affinity. Phase 2: create the block (compare-and-swap on absence). Phase 3: confirm. */
@@ -726,7 +778,7 @@ export class Ipam {
         const limit = ctx.config.maxBlocksPerHost;
         if (limit > 0 && affine.count >= limit) throw new IpamError('IN_USE', `host ${ctx.host.name} has reached its limit of ${limit} blocks`);
         const needsHostReservation = await this.needsHostReservation(affine, pool, ctx.host.os);
-        block = await this.twoPhaseClaim(pass, ctx, pool, cidr, needsHostReservation);
+        block = await this.claim(pass, ctx, affine, pool, cidr, needsHostReservation);
         if (!block) continue; // lost a race for the block; look again
       }
       const owner = affineHost(block);

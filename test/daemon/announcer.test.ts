@@ -75,3 +75,36 @@ t.test('summarisation joins sibling blocks of the host', async (t) => {
   t.teardown(() => ann.stop());
   t.same([...rec.table], ['10.0.0.0/25']);
 });
+
+// Yield to the event loop up to `turns` times until `done` (no clock involved: a trailing debounce of an hour
+// would never get there).
+const turnsUntil = async (done: () => boolean, turns = 2000) => {
+  for (let i = 0; i < turns && !done(); i++) await new Promise((r) => setImmediate(r));
+  return done();
+};
+
+t.test('a change after a quiet spell is announced at once; changes inside the window wait for its end', async (t) => {
+  const ipam = new Ipam(new MemoryStore());
+  await ipam.addPool({ name: 'p', cidr: '10.0.0.0/24', blockSize: 26 });
+  await ipam.addPool({ name: 'q', cidr: '10.1.0.0/24', blockSize: 26 });
+  await ipam.setHost({ name: 'a', os: 'linux', labels: {} });
+  const rec = new Recorder();
+  let clock = 1_000_000;
+  const ann = new IpamAnnouncer(ipam, 'a', rec, { debounceMs: 3_600_000, now: () => clock });
+  await ann.start();
+  t.teardown(() => ann.stop());
+  const startRefreshes = ann.stats.refreshes;
+
+  const first = await ipam.autoAssign({ host: 'a', num4: 1, pools: ['p'], handle: 'x' });
+  t.ok(await turnsUntil(() => rec.table.has(first.ipv4[0].block)), 'the first claim is announced without waiting an hour');
+  t.equal(ann.stats.refreshes, startRefreshes + 1, 'by one refresh');
+
+  clock += 1000; // inside the hour
+  const burst = [];
+  for (let i = 0; i < 5; i++) burst.push((await ipam.autoAssign({ host: 'a', num4: 64, pools: ['q', 'p'], handle: `b${i}` })).ipv4[0].block);
+  await turnsUntil(() => false, 200);
+  t.equal(ann.stats.refreshes, startRefreshes + 1, 'a burst inside the window makes no refresh before it ends');
+  t.notOk(burst.some((b) => b !== first.ipv4[0].block && rec.table.has(b)), 'its blocks are not announced yet');
+  await ann.refresh();
+  t.ok(burst.every((b) => rec.table.has(b)), 'and all of them are at the next refresh');
+});
