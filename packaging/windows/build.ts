@@ -75,9 +75,6 @@ async function bundle(entry: string, file: string, minify: boolean): Promise<voi
     format: 'cjs',
     target: `node${NODE_WIN.version.split('.')[0]}`,
     minify,
-    // msgpackr's native accelerator is optional (msgpackr falls back to JavaScript); a SEA's require() only loads
-    // built-in modules, so leaving it out is what the executable would do anyway.
-    external: ['msgpackr-extract'],
     plugins: [nativeAddonBesideExe, koffiBesideExe],
     logLevel: 'error',
     legalComments: 'none',

@@ -75,7 +75,7 @@ export function ensureWinePrefix(): void {
   if (!wine) throw new Error('wine is not installed (Debian: apt-get install wine64 wine)');
   const prefix = winePrefix();
   const ready = path.join(prefix, '.blockspeaker-ready');
-  if (fs.existsSync(ready)) return;
+  if (fs.existsSync(ready)) return restrictStateDir(prefix);
   fs.mkdirSync(path.dirname(prefix), { recursive: true });
   const lock = `${prefix}.lock`;
   for (;;) {
@@ -101,6 +101,22 @@ export function ensureWinePrefix(): void {
     fs.writeFileSync(ready, `${new Date().toISOString()}\n`);
   } finally {
     fs.rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The daemon refuses a state directory others may read (src/platform/dir-acl.ts), and wine reads a DACL from the
+ * Unix mode: a prefix used by an older build, which made C:\ProgramData\blockspeaker with mkdir (0755), is given
+ * what install.ps1 gives it on Windows (SYSTEM and Administrators only; under wine: 0700, SYSTEM and the wine user).
+ */
+function restrictStateDir(prefix: string): void {
+  const state = path.join(prefix, 'drive_c', 'ProgramData', 'blockspeaker');
+  for (const dir of [state, path.join(state, 'run')]) {
+    try {
+      fs.chmodSync(dir, 0o700);
+    } catch {
+      /* not made yet: the daemon makes it admin-only itself */
+    }
   }
 }
 

@@ -5,13 +5,13 @@
 // Response. Its only runtime import is src/platform/paths.ts (no imports of its own), so the CNI plugin loads it for
 // nothing.
 
-import { defaultPaths, netIpcPath, socketEndpoint } from '../platform/paths.ts';
+import { defaultPaths, socketEndpoint } from '../platform/paths.ts';
 
 /** Default socket path (the config's ipc.path): /run/blockspeaker.sock, or the pipe \\.\pipe\blockspeaker on Windows. */
 export const DEFAULT_SOCKET = defaultPaths().ipcPath;
 
 // Where a path really lives on each OS (a pipe name on Windows): src/platform/paths.ts.
-export { netIpcPath, socketEndpoint };
+export { socketEndpoint };
 
 export interface Request {
   /** Method name, e.g. "ipam.assign". */

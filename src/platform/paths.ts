@@ -41,9 +41,3 @@ export function socketEndpoint(path: string, id: string = HOST_PLATFORM): string
   if (id !== 'win32' || path.startsWith(PIPE_PREFIX)) return path;
   return PIPE_PREFIX + path.replace(/^\//, '').replace(/\//g, '-');
 }
-
-/** The name to give net-ipc, which adds the pipe prefix itself on Windows. */
-export function netIpcPath(path: string, id: string = HOST_PLATFORM): string {
-  if (id !== 'win32') return path;
-  return socketEndpoint(path, id).slice(PIPE_PREFIX.length);
-}

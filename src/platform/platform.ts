@@ -14,7 +14,7 @@ import os from 'node:os';
 import fsx from 'fs-native-extensions';
 import { secureStateDir, type DirReport } from './dir-acl.ts';
 import { restrictPipe, type Win32SecurityApi } from './pipe-acl.ts';
-import { defaultPaths, HOST_PLATFORM, netIpcPath, socketEndpoint, type DefaultPaths, type PlatformId } from './paths.ts';
+import { defaultPaths, HOST_PLATFORM, socketEndpoint, type DefaultPaths, type PlatformId } from './paths.ts';
 
 export type { PlatformId, DefaultPaths } from './paths.ts';
 export type { DirReport } from './dir-acl.ts';
@@ -74,8 +74,7 @@ export interface Platform {
   /** The signals to listen to and what each means. */
   readonly controls: ReadonlyArray<{ signal: NodeJS.Signals; action: ControlAction }>;
   socketEndpoint(path: string): string;
-  netIpcPath(path: string): string;
-  /** Where the control server binds: the endpoint itself (tests map a pipe name onto a socket file here). */
+  /** Where the control server binds and tests' clients connect: the endpoint itself (the Windows double maps a pipe name onto a socket file here). */
   ipcListenPath(path: string): string;
   /** What protects the control endpoint once listening (said in logs and client errors). */
   readonly ipcAccess: string;
@@ -348,7 +347,6 @@ function common(d: PlatformDeps, id: PlatformId) {
     sameBoot: (a: string, b: string) => sameBootTime(a, b) ?? a === b,
     processAlive: d.processAlive,
     socketEndpoint: (p: string) => socketEndpoint(p, id),
-    netIpcPath: (p: string) => netIpcPath(p, id),
     ipcListenPath: (p: string) => socketEndpoint(p, id),
     spawn: d.spawn,
   };

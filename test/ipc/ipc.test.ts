@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import netIpc from 'net-ipc';
 import { IpcClient, IpcError, ipcRequest } from '../../src/ipc/client.ts';
-import { netIpcPath, socketEndpoint } from '../../src/ipc/protocol.ts';
+import { socketEndpoint } from '../../src/ipc/protocol.ts';
+import { netIpcPath } from './net-ipc-path.ts';
 import { IpcStartError, startIpcServer } from '../../src/ipc/server.ts';
 import { startTestDaemon } from './fixture.ts';
 

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import netIpc from 'net-ipc';
-import { netIpcPath } from '../../src/ipc/protocol.ts';
+import { netIpcPath } from './net-ipc-path.ts';
 import { startIpcServer } from '../../src/ipc/server.ts';
 import { Deframer, frame, type Packet } from '../../src/ipc/wire.ts';
 

@@ -98,7 +98,7 @@ t.test('a Windows daemon\'s pipe: DACL set through the platform before the serve
   t.equal(server.endpoint, PIPE);
   t.match(server.access, /DACL D:\(A;;GA;;;SY\)\(A;;GA;;;BA\) read back \(SYSTEM and Administrators only/);
   t.notMatch(server.access, /default DACL|0600/);
-  const client = new IpcClient(w.platform.netIpcPath(PIPE));
+  const client = new IpcClient(w.platform.ipcListenPath(PIPE));
   t.teardown(() => client.close());
   t.same(await client.request('echo', { x: 1 }), { x: 1 }, 'the server serves once secured');
 });
@@ -110,7 +110,7 @@ t.test('a pipe whose DACL cannot be set, or koffi that does not load: the start 
   await t.rejects(startIpcServer({ path: PIPE, platform: denied.platform }), {
     message: `cannot restrict the control pipe ${PIPE} to SYSTEM and Administrators (${ADMIN_ONLY_PIPE_SDDL}): CreateFileW(${PIPE}, READ_CONTROL|WRITE_DAC) failed: ERROR_ACCESS_DENIED (5); refusing to start`,
   });
-  const sock = denied.platform.netIpcPath(PIPE);
+  const sock = denied.platform.ipcListenPath(PIPE);
   const reach = await new Promise<string>((resolve) => {
     const c = net.connect(sock);
     c.once('connect', () => (c.destroy(), resolve('connected')));

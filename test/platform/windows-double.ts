@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { realDeps, windowsPlatform, type Platform, type SpawnResult } from '../../src/platform/platform.ts';
-import { netIpcPath } from '../../src/platform/paths.ts';
+import { socketEndpoint } from '../../src/platform/paths.ts';
 import { Win32Error, type Win32SecurityApi } from '../../src/platform/pipe-acl.ts';
 
 export interface WindowsDouble {
@@ -157,7 +157,7 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
   });
   const pipeDir = opts.pipeDir;
   // A pipe name becomes a socket file in pipeDir, for the server's bind and for clients alike.
-  const inPipeDir = (p: string) => path.join(pipeDir!, netIpcPath(p, 'win32'));
-  const withPipes: Platform = pipeDir ? { ...platform, netIpcPath: inPipeDir, ipcListenPath: inPipeDir } : platform;
+  const inPipeDir = (p: string) => path.join(pipeDir!, socketEndpoint(p, 'win32').replace(/^\\\\\.\\pipe\\/, ''));
+  const withPipes: Platform = pipeDir ? { ...platform, ipcListenPath: inPipeDir } : platform;
   return { platform: withPipes, spawned, refused, pipeDacls, createdDirs, dirSecurity, win32: keepAsWine, openPaths: () => [...open.values()].map((o) => o.path) };
 }
