@@ -22,13 +22,14 @@
 // CPU: all nodes' CPU time (utime + stime from /proc) from t0 to convergence.
 // Prints a JSON line per join and a final JSON line with medians and the ratio ours/BIRD.
 import type { ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { assertPrereqs, cleanupAll, createNetns, execInNetns, runInNetns, waitFor, type Netns } from '../test/interop/harness.ts';
 import { BirdCtl } from './lib/birdctl.ts';
+import { summarizeProfile } from './lib/cpuprofile.ts';
 import { cpuMs, rssMB } from './lib/proc.ts';
 
 const { values } = parseArgs({
@@ -37,12 +38,20 @@ const { values } = parseArgs({
     joins: { type: 'string', default: '3' },
     'poll-ms': { type: 'string', default: '50' },
     only: { type: 'string' },
+    // Profile one old node (the middle one) and the newcomer with node --cpu-prof into this directory, and print
+    // their top functions inside each join's window (t0 to converged).
+    'cpu-prof': { type: 'string' },
   },
 });
 const N = Number(values.nodes);
 const JOINS = Number(values.joins);
 const POLL = Number(values['poll-ms']);
 const ONLY = values.only;
+const PROF_DIR = values['cpu-prof'];
+const PROF_OLD = Math.ceil(N / 2);
+const profArgs = (who: string) => (PROF_DIR ? ['--cpu-prof', '--cpu-prof-interval=250', `--cpu-prof-dir=${join(PROF_DIR, who)}`] : []);
+/** CLOCK_MONOTONIC in ms, the clock V8 stamps profiles with (see bench/lib/cpuprofile.ts). */
+const monoMs = () => Number(process.hrtime.bigint() / 1000n) / 1000;
 const ASN = 64512;
 const ETCD_URL = 'http://10.77.0.254:2379';
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -98,6 +107,7 @@ class Poller {
   private next = 1;
   private readonly waiting = new Map<number, (o: any) => void>();
   private readonly child: ChildProcess;
+  private readonly early = new Map<number, any[]>();
 
   constructor(sw: Netns) {
     this.child = runInNetns(sw, process.execPath, ['--import', 'tsx', join(ROOT, 'bench/lib/mesh-poll.ts'), ETCD_URL],
@@ -108,6 +118,11 @@ class Poller {
       if (w) {
         this.waiting.delete(o.id);
         w(o);
+      } else {
+        // An answer nobody waits for yet (a join's later lines can come in one chunk): kept for answer().
+        const q = this.early.get(o.id) ?? [];
+        q.push(o);
+        this.early.set(o.id, q);
       }
     });
   }
@@ -121,6 +136,8 @@ class Poller {
   }
 
   answer(id: number): Promise<any> {
+    const q = this.early.get(id);
+    if (q?.length) return Promise.resolve(q.shift());
     return new Promise((r) => this.waiting.set(id, r));
   }
 
@@ -149,7 +166,7 @@ function childEnv(): NodeJS.ProcessEnv {
 }
 
 /** `blockspeaker run` for node i; `store` is etcd (mesh) or a directory (alone, for the no-session baseline). */
-function startOurs(lab: Lab, i: number, tag: string, store: string): ChildProcess {
+function startOurs(lab: Lab, i: number, tag: string, store: string, nodeArgs: string[] = []): ChildProcess {
   const d = join(lab.dir, `ours-${i}-${tag}`);
   mkdirSync(d, { recursive: true });
   mkdirSync(join(d, 'run'), { recursive: true });
@@ -168,7 +185,7 @@ dataplane: { kind: none }
 status: { listen: "${ip(i)}:9179" }
 ipc: { path: ${join(d, 'ipc.sock')} }
 `);
-  return runInNetns(lab.ns[i]!, process.execPath, [BIN, 'run', '-c', join(d, 'node.yaml'), '--run-dir', join(d, 'run')],
+  return runInNetns(lab.ns[i]!, process.execPath, [...nodeArgs, BIN, 'run', '-c', join(d, 'node.yaml'), '--run-dir', join(d, 'run')],
     { logFile: join(d, 'log'), env: childEnv() });
 }
 
@@ -194,6 +211,10 @@ interface JoinResult {
   oldsMedianMs?: number;
   oldsLastMs?: number;
   cpuMs: number;
+  cpuOldsMs?: number;
+  cpuNewcomerMs?: number;
+  newcomerStartCpuMs?: number;
+  cpuWithStartMs?: number;
   missingAt?: string[];
   newcomerHave?: number;
 }
@@ -229,7 +250,7 @@ async function benchOurs(lab: Lab, poller: Poller): Promise<Record<string, unkno
   let restarts = 0;
   for (const i of olds) {
     for (let attempt = 1; ; attempt++) {
-      const c = startOurs(lab, i, `mesh${attempt}`, `etcd://10.77.0.254:2379`);
+      const c = startOurs(lab, i, `mesh${attempt}`, `etcd://10.77.0.254:2379`, i === PROF_OLD ? profArgs('old') : []);
       children.set(i, c);
       const up = await waitFor(async () => c.exitCode !== null || c.signalCode !== null || (await poller.get([`${statusUrl(i)}/status`]))[0]!.status === 200,
         { what: `${name(i)} up`, timeoutMs: 120_000, intervalMs: 200 }).then(() => c.exitCode === null && c.signalCode === null, () => false);
@@ -257,6 +278,7 @@ async function benchOurs(lab: Lab, poller: Poller): Promise<Record<string, unkno
   const pids = olds.map((i) => children.get(i)!.pid!);
   const rss = pids.map(rssMB);
   const joins: JoinResult[] = [];
+  const windows: [number, number][] = [];
   for (let j = 0; j < JOINS; j++) {
     const key = `${KEY_PREFIX}${name(newcomer)}`;
     const req = poller.request({
@@ -266,12 +288,25 @@ async function benchOurs(lab: Lab, poller: Poller): Promise<Record<string, unkno
       want: olds.map(block),
     });
     await req.first; // the watch is armed
-    const done = poller.answer(req.id);
     const cpu0 = cpuOf(pids);
-    const child = startOurs(lab, newcomer, `join${j}`, `etcd://10.77.0.254:2379`);
-    const r = await done;
-    const cpuAll = cpuOf(pids) - cpu0 + cpuMs(child.pid!); // the newcomer's own CPU includes its start
-    const res: JoinResult = { converged: r.converged, convergedMs: r.convergedMs ?? r.elapsedMs, newcomerAllMs: r.newcomerAllMs, oldsMedianMs: r.oldsMedianMs, oldsLastMs: r.oldsLastMs, cpuMs: Math.round(cpuAll), missingAt: r.missingAt, newcomerHave: r.newcomerHave };
+    const child = startOurs(lab, newcomer, `join${j}`, `etcd://10.77.0.254:2379`, profArgs(`newcomer-${j + 1}`));
+    await poller.answer(req.id); // t0: the registration is seen
+    const seenMono = monoMs();
+    const cpuOlds0 = cpuOf(pids);
+    const cpuNew0 = cpuMs(child.pid!);
+    const r = await poller.answer(req.id);
+    windows.push([seenMono, monoMs()]);
+    const cpuOlds = cpuOf(pids) - cpuOlds0;
+    const cpuNew = cpuMs(child.pid!) - cpuNew0;
+    const res: JoinResult = {
+      converged: r.converged, convergedMs: r.convergedMs ?? r.elapsedMs, newcomerAllMs: r.newcomerAllMs, oldsMedianMs: r.oldsMedianMs, oldsLastMs: r.oldsLastMs,
+      // From t0 to converged, every node: the join itself.
+      cpuMs: Math.round(cpuOlds + cpuNew), cpuOldsMs: Math.round(cpuOlds), cpuNewcomerMs: Math.round(cpuNew),
+      // The newcomer's process start up to t0, and the figure earlier runs reported: from before the newcomer's
+      // start to converged (its start, and the old nodes' idle work meanwhile, included).
+      newcomerStartCpuMs: Math.round(cpuNew0), cpuWithStartMs: Math.round(cpuOf(pids) - cpu0 + cpuMs(child.pid!)),
+      missingAt: r.missingAt, newcomerHave: r.newcomerHave,
+    };
     joins.push(res);
     console.log(JSON.stringify({ bench: 'mesh-join', impl: 'blockspeaker', join: j + 1, ...res }));
     // The newcomer leaves: stopped, its Node deleted; wait for every old node to drop it.
@@ -282,14 +317,33 @@ async function benchOurs(lab: Lab, poller: Poller): Promise<Record<string, unkno
     await sleep(2000);
   }
   for (const c of children.values()) await stop(c);
+  if (PROF_DIR) printProfiles(windows);
   const rssMed = median(rss);
   return {
     impl: 'blockspeaker', nodes: N, meshFormedS: r1(meshFormedS), startRestarts: restarts, joins,
     joinMedianMs: Math.round(median(joins.map((x) => x.convergedMs))),
     joinCpuMedianMs: median(joins.map((x) => x.cpuMs)),
+    joinCpuOldsMedianMs: median(joins.map((x) => x.cpuOldsMs!)), joinCpuNewcomerMedianMs: median(joins.map((x) => x.cpuNewcomerMs!)),
+    newcomerStartCpuMedianMs: median(joins.map((x) => x.newcomerStartCpuMs!)), joinCpuWithStartMedianMs: median(joins.map((x) => x.cpuWithStartMs!)),
     rssMedianMB: r1(rssMed), rssTotalMB: Math.round(rss.reduce((a, b) => a + b, 0)), rssAloneMB: r1(aloneRss),
     perSessionKB: Math.round(((rssMed - aloneRss) * 1024) / (N - 1)),
   };
+}
+
+/** Top functions of the profiled old node and newcomer inside each join's window (stderr). */
+function printProfiles(windows: [number, number][]): void {
+  const files = (who: string) => {
+    try {
+      return readdirSync(join(PROF_DIR!, who)).filter((f) => f.endsWith('.cpuprofile')).map((f) => join(PROF_DIR!, who, f));
+    } catch {
+      return [];
+    }
+  };
+  windows.forEach(([from, to], j) => {
+    for (const f of [...files('old'), ...files(`newcomer-${j + 1}`)]) {
+      process.stderr.write(`${JSON.stringify({ join: j + 1, profile: f, ...summarizeProfile(f, from, to, 25) })}\n`);
+    }
+  });
 }
 
 // ---- BIRD -----------------------------------------------------------------------------------------------------------
@@ -418,13 +472,15 @@ async function benchBird(lab: Lab): Promise<Record<string, unknown>> {
       if (pending.size === 0 && newcomerAt >= 0) break;
       await sleep(POLL);
     }
-    const cpuAll = cpuOf(pids) - cpu0 + cpuMs(nb!.proc.pid!);
+    const cpuOlds = cpuOf(pids) - cpu0;
+    const cpuNew = cpuMs(nb!.proc.pid!);
+    const cpuAll = cpuOlds + cpuNew;
     oldAt.sort((a, b) => a - b);
     const converged = pending.size === 0 && newcomerAt >= 0;
     const res: JoinResult = {
       converged, convergedMs: Math.round(Math.max(newcomerAt, oldAt[oldAt.length - 1] ?? 0)),
       newcomerAllMs: Math.round(newcomerAt), oldsMedianMs: Math.round(median(oldAt)), oldsLastMs: Math.round(oldAt[oldAt.length - 1] ?? NaN),
-      cpuMs: Math.round(cpuAll),
+      cpuMs: Math.round(cpuAll), cpuOldsMs: Math.round(cpuOlds), cpuNewcomerMs: Math.round(cpuNew),
     };
     if (!converged) res.missingAt = [...pending].map(name);
     joins.push(res);
@@ -446,6 +502,8 @@ async function benchBird(lab: Lab): Promise<Record<string, unknown>> {
     impl: 'bird', nodes: N, meshFormedS: r1(meshFormedS), joins,
     joinMedianMs: Math.round(median(joins.map((x) => x.convergedMs))),
     joinCpuMedianMs: median(joins.map((x) => x.cpuMs)),
+    joinCpuOldsMedianMs: median(joins.map((x) => x.cpuOldsMs!)), joinCpuNewcomerMedianMs: median(joins.map((x) => x.cpuNewcomerMs!)),
+    newcomerStartCpuMedianMs: median(joins.map((x) => x.newcomerStartCpuMs!)), joinCpuWithStartMedianMs: median(joins.map((x) => x.cpuWithStartMs!)),
     rssMedianMB: r1(rssMed), rssTotalMB: Math.round(rss.reduce((a, b) => a + b, 0)), rssAloneMB: r1(aloneRss),
     perSessionKB: Math.round(((rssMed - aloneRss) * 1024) / (N - 1)),
   };

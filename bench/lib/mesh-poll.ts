@@ -3,7 +3,8 @@
 // JSON request per line on stdin and answers one JSON line on stdout with the same id:
 //   { id, op: 'get', urls }                      -> { id, results: [{ status, body }] }   (many GETs at once)
 //   { id, op: 'join', key, olds, newcomer, want, timeoutMs, pollMs }
-//        -> { id, armed: true } once the etcd watch on `key` is in place, then { id, ... } when converged:
+//        -> { id, armed: true } once the etcd watch on `key` is in place, { id, seen: true } when the put is seen
+//           (so the bench can read CPU counters at t0), then { id, ... } when converged:
 //           t0 is the moment the registration (a put of `key`) is seen; converged is the first poll at which every
 //           old node has `newcomer.prefix` in its RIB and the newcomer has every prefix of `want`.
 //   { id, op: 'del', key }                       -> { id, deleted }
@@ -67,6 +68,7 @@ async function join(q: JoinReq): Promise<void> {
   });
   await seen;
   const t0Wall = Date.now();
+  reply({ id: q.id, seen: true, t0Wall });
   const pending = new Set(q.olds.map((o) => o.name));
   const oldAt: Record<string, number> = {};
   let newcomerAt = -1;

@@ -457,8 +457,9 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   async reconfigure(cfg: SpeakerConfig): Promise<void> {
     const old = this.cfg;
     const next = new Map<string, NormPeer>();
+    const ctx = normContext(cfg);
     for (const p of cfg.peers) {
-      const n = this.normPeerWith(p, cfg);
+      const n = this.normPeerMemo(p, cfg, ctx);
       if (next.has(n.key)) throw new Error(`peer ${n.address} configured twice`);
       next.set(n.key, n);
     }
@@ -491,6 +492,8 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
         this.scheduleFlush();
         continue;
       }
+      // The very object this peer runs with (a frozen peer config passed again, see normPeerMemo): unchanged.
+      if (n === p.cfg && !everything) continue;
       if (everything || !sameSession(p.cfg, n)) {
         this.log.info(`peer ${p.cfg.address}: session settings changed, restarting it`);
         this.stopPeer(p, CeaseSubcode.OTHER_CONFIG_CHANGE);
@@ -664,8 +667,24 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   // ---- peers and sessions -------------------------------------------------------------------------------------
 
   private normPeer(p: SpeakerPeerConfig): NormPeer {
-    return this.normPeerWith(p, this.cfg);
+    return this.normPeerMemo(p, this.cfg, normContext(this.cfg));
   }
+
+  /**
+   * normPeerWith, remembered for frozen peer configs (they cannot have changed) under the same speaker-wide
+   * settings: the cluster passes its whole mesh to reconfigure on every node event, and re-normalising and
+   * comparing 50 unchanged peers was most of an old node's CPU for a join (bench/mesh-join-cpu.ts).
+   */
+  private normPeerMemo(p: SpeakerPeerConfig, cfg: SpeakerConfig, ctx: string): NormPeer {
+    if (!Object.isFrozen(p)) return this.normPeerWith(p, cfg);
+    const m = this.normMemo.get(p);
+    if (m && m.ctx === ctx) return m.n;
+    const n = this.normPeerWith(p, cfg);
+    this.normMemo.set(p, { ctx, n });
+    return n;
+  }
+
+  private readonly normMemo = new WeakMap<SpeakerPeerConfig, { ctx: string; n: NormPeer }>();
 
   private normPeerWith(p: SpeakerPeerConfig, cfg: SpeakerConfig): NormPeer {
     const ip = parseIP(p.address);
@@ -1339,6 +1358,11 @@ function sameListen(a: SpeakerConfig['listen'], b: SpeakerConfig['listen']): boo
 function silentDrop(p: PeerState, s: Session | null): string | undefined {
   if (!p.cfg.security.md5Key || !s || (s.state !== 'Connect' && s.state !== 'Active') || s.fsm.connectAttempts === 0) return undefined;
   return `no TCP connection after ${s.fsm.connectAttempts} attempt(s): with TCP-MD5, a wrong or missing password on either side drops the SYN without an answer`;
+}
+
+/** The speaker-wide settings normPeerWith reads, as a key for normPeerMemo. */
+function normContext(cfg: SpeakerConfig): string {
+  return JSON.stringify([cfg.asn, cfg.gracefulRestart || null, cfg.listen ? cfg.listen.address : null]);
 }
 
 function sameSession(a: NormPeer, b: NormPeer): boolean {

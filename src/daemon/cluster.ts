@@ -120,10 +120,10 @@ export class ClusterPeers {
     const self = this.self;
     if (!bgp || !self) return;
     const settings = { defaultAsn: bgp.clusterAsn ?? bgp.asn, port: bgp.listen ? bgp.listen.port : 179, holdTime: 90, gracefulRestart: bgp.gracefulRestart, password: bgp.nodeMeshPassword };
-    const mesh = [
+    const mesh = keepUnchanged(this.peers, [
       ...(this.mesh ? meshPeers(self, nodes.values(), settings) : []),
       ...selectorPeers(self, nodes.values(), bgp.selectorPeers ?? [], settings),
-    ];
+    ]);
     const { peers, shadowed } = mergePeers(bgp.peers, mesh);
     for (const p of shadowed.filter((x) => !this.warnedShadow.has(x.address))) {
       this.warnedShadow.add(p.address);
@@ -134,6 +134,33 @@ export class ClusterPeers {
     if (self.routeReflectorClusterID) next.clusterId = self.routeReflectorClusterID;
     this.chain = this.chain.then(() => this.deps.applyPeers(next)).catch((e) => this.deps.warn(`cluster: applying peers failed: ${(e as Error).message}`));
   }
+}
+
+/**
+ * The new cluster peers, each replaced by the previous object when nothing in it changed, and frozen: the speaker
+ * recognises a frozen peer config it already runs with and skips it (Speaker.normPeerMemo), so a node joining
+ * costs each old node one new peer, not a re-check of the whole mesh.
+ */
+export function keepUnchanged(prev: readonly PeerConfig[], next: PeerConfig[]): PeerConfig[] {
+  const byAddress = new Map<string, PeerConfig>();
+  for (const p of prev) byAddress.set(`${p.address}/${p.families?.join(',')}`, p);
+  return next.map((p) => {
+    const o = byAddress.get(`${p.address}/${p.families?.join(',')}`);
+    return o && shallowEqual(o, p) ? o : Object.freeze(p);
+  });
+}
+
+/** Same keys, and values identical (arrays of primitives compared element by element). */
+function shallowEqual(a: object, b: object): boolean {
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return false;
+  for (const k of ka) {
+    const x = (a as Record<string, unknown>)[k];
+    const y = (b as Record<string, unknown>)[k];
+    if (x === y) continue;
+    if (!Array.isArray(x) || !Array.isArray(y) || x.length !== y.length || x.some((v, i) => v !== y[i])) return false;
+  }
+  return true;
 }
 
 export { ClusterError };

@@ -1163,17 +1163,18 @@ function samePeer(a: PeerInfo, b: PeerInfo): boolean {
 
 /** What we advertised to one peer: prefix -> interned attributes, so export sends only differences. */
 export class AdjRibOut {
-  // Only exact lookups here, so a small directly-indexed root level is enough (saves ~0.5 MB per peer).
-  private readonly tries: [Trie, Trie] = [new Trie(4, { rootBits: 8 }), new Trie(6, { rootBits: 8 })];
+  // Only exact lookups here, so a small directly-indexed root level is enough (saves ~0.5 MB per peer). Made on
+  // first announcement: a session of one family never needs the other's, and a new session's exportAll is cheaper.
+  private readonly tries: [Trie | null, Trie | null] = [null, null];
 
   constructor(private readonly interner: AttrInterner) {}
 
   get size(): number {
-    return this.tries[0].size + this.tries[1].size;
+    return (this.tries[0]?.size ?? 0) + (this.tries[1]?.size ?? 0);
   }
 
   get(prefix: Prefix): PathAttrs | undefined {
-    const id = this.trie(prefix).get(prefix);
+    const id = this.tries[prefix.family === 4 ? 0 : 1]?.get(prefix) ?? NONE;
     return id === NONE ? undefined : this.interner.get(id);
   }
 
@@ -1182,6 +1183,7 @@ export class AdjRibOut {
    * 'withdraw' when that differs from what it has, null when unchanged.
    */
   set(prefix: Prefix, attrs: PathAttrs | null): 'announce' | 'withdraw' | null {
+    if (attrs === null && !this.tries[prefix.family === 4 ? 0 : 1]) return null;
     const t = this.trie(prefix);
     const old = t.get(prefix);
     if (attrs === null) {
@@ -1214,19 +1216,21 @@ export class AdjRibOut {
 
   /** Everything advertised, in prefix order. */
   *entries(): IterableIterator<{ prefix: Prefix; attrs: PathAttrs }> {
-    for (const t of this.tries) for (const { prefix, value } of t.entries()) yield { prefix, attrs: this.interner.get(value) };
+    for (const t of this.tries) if (t) for (const { prefix, value } of t.entries()) yield { prefix, attrs: this.interner.get(value) };
   }
 
   /** Forget everything (releasing the attribute references). */
   clear(): void {
     for (const t of this.tries) {
+      if (!t) continue;
       for (const { value } of t.entries()) this.interner.releaseId(value);
       t.clear();
     }
   }
 
   private trie(p: Prefix): Trie {
-    return this.tries[p.family === 4 ? 0 : 1];
+    const i = p.family === 4 ? 0 : 1;
+    return (this.tries[i] ??= new Trie(p.family, { rootBits: 8 }));
   }
 }
 

@@ -796,6 +796,7 @@ export class Trie {
     const sm = new Int8Array(34); // 1: the chunk has no prefixes of its own, visit its 16 child slots only
     const sk = new Uint32Array(34 * 4); // key words of the chunk (bits below its depth)
     let sp = 0;
+    if (this.count === 0) return;
     const len0 = within ? within.len : 0;
     if (len0 === 0) {
       if (this.defVal !== NONE) yield { prefix: new Prefix(fam, 0, 0, 0, 0, 0), value: this.defVal };
@@ -849,7 +850,9 @@ export class Trie {
       } else {
         const n = o - 30;
         const e = this.tbl[c + n];
-        if (e <= -2) {
+        // Skip a child with nothing below it: only the fixed top levels have such chunks (others are collapsed),
+        // and a 16-bit root has 4,096 of them, so a walk of a small table would visit them all (~6 ms).
+        if (e <= -2 && !this.emptyChunk(-2 - e)) {
           const g = sp++;
           sc[g] = -2 - e;
           sd[g] = d + 4;
@@ -861,6 +864,14 @@ export class Trie {
         }
       }
     }
+  }
+
+  /** The chunk holds no prefix and no child: nothing to visit below it. */
+  private emptyChunk(base: number): boolean {
+    if (this.ownBits[base >> 4] !== 0) return false;
+    const tbl = this.tbl;
+    for (let i = base; i < base + 16; i++) if (tbl[i] <= -2) return false;
+    return true;
   }
 
   // ---- pools -----------------------------------------------------------------------------------------------------
