@@ -1,5 +1,6 @@
 // GTSM (RFC 5082) across a router: three namespaces, us -- router (ip_forward) -- peer, so every packet arrives
-// with TTL 254. ttlSecurity 2 on both sides (BIRD `ttl security on; multihop 2`, FRR `ttl-security hops 2`)
+// with TTL 254. ttlSecurity 2 on both sides (BIRD `ttl security on; multihop 2`, which is what Calico's confd
+// renders for BGPPeer ttlSecurity 2 in bird.cfg.template; FRR `ttl-security hops 2`)
 // comes up Established with routes; ttlSecurity 1 on our side (we accept only TTL 255) never does, and /peers says
 // why. Needs root, bird2 and frr (REQUIRE_PEERS=1: fails without them).
 import t, { type Test } from 'tap';
