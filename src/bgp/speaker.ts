@@ -1356,8 +1356,14 @@ function sameListen(a: SpeakerConfig['listen'], b: SpeakerConfig['listen']): boo
  * is dropped without an answer (RFC 2385 2.0), so no error ever arrives to show.
  */
 function silentDrop(p: PeerState, s: Session | null): string | undefined {
-  if (!p.cfg.security.md5Key || !s || (s.state !== 'Connect' && s.state !== 'Active') || s.fsm.connectAttempts === 0) return undefined;
-  return `no TCP connection after ${s.fsm.connectAttempts} attempt(s): with TCP-MD5, a wrong or missing password on either side drops the SYN without an answer`;
+  const { md5Key, ttlSecurity } = p.cfg.security;
+  if ((!md5Key && ttlSecurity === null) || !s || (s.state !== 'Connect' && s.state !== 'Active') || s.fsm.connectAttempts === 0) return undefined;
+  // GTSM (RFC 5082 3): the kernel drops a segment below the minimum TTL as silently as a bad signature
+  const why = [
+    ...(md5Key ? ['with TCP-MD5, a wrong or missing password on either side drops the SYN without an answer'] : []),
+    ...(ttlSecurity !== null ? [`with GTSM (ttlSecurity ${ttlSecurity}), a segment arriving with TTL below ${256 - ttlSecurity} (the peer more than ${ttlSecurity} hop(s) away, or not sending at TTL 255) is dropped without an answer`] : []),
+  ];
+  return `no TCP connection after ${s.fsm.connectAttempts} attempt(s): ${why.join('; ')}`;
 }
 
 /** The speaker-wide settings normPeerWith reads, as a key for normPeerMemo. */

@@ -117,6 +117,7 @@ t.test('same password (file on one side, env on the other) and GTSM: Established
   await waitFor(() => (d.peers()[0].connectAttempts ?? 0) >= 2, 'GTSM mismatch: attempts unanswered', 20000);
   t.not(c.peers()[0].state, 'Established');
   t.not(d.peers()[0].state, 'Established');
+  t.match(d.peers()[0].lastError, /with GTSM \(ttlSecurity 1\), a segment arriving with TTL below 255 \(the peer more than 1 hop\(s\) away, or not sending at TTL 255\) is dropped without an answer/, '/peers names GTSM as a cause');
 });
 
 t.test('wrong password: no session, and /peers says why it hangs', async (t) => {

@@ -142,6 +142,24 @@ export async function status(ns: Netns, path: string): Promise<any> {
   }
 }
 
+/** node.yaml of a mesh node on the lab's etcd with no configured peers; `bgpExtra`: more `bgp:` lines (indented). */
+export function meshNodeYaml(n: LabNode, pool: string, bgpExtra = ''): (sock: string) => string {
+  return (sock) => `node:
+  name: ${n.name}
+  os: linux
+  bgp: { ipv4Address: ${n.ip}/24 }
+bgp:
+  asn: 64512
+  routerId: ${n.ip}
+${bgpExtra}ipam:
+  store: ${ETCD}
+  pools: [{ name: pods, cidr: ${pool}, blockSize: 28 }]
+dataplane: { kind: none }
+status: { listen: "127.0.0.1:9179" }
+ipc: { path: ${sock} }
+`;
+}
+
 /** A calico-node style mesh/peer protocol toward `peer` from `self`. */
 export function birdPeer(name: string, self: LabNode, peer: LabNode, extra: string[] = []): string {
   return [

@@ -15,7 +15,7 @@ import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply } from '../../src/ipc/protocol.ts';
 import { interopGate, waitFor } from '../interop/harness.ts';
 import { etcdGate } from '../store/etcd-harness.ts';
-import { birdPeer, block28, ETCD, Lab, status as get } from './lab.ts';
+import { birdPeer, block28, ETCD, Lab, meshNodeYaml, status as get } from './lab.ts';
 
 const POOL = '10.244.0.0/26'; // four /28 blocks
 const BIRD_BLOCK = '10.244.200.0/26'; // calico-d's block (outside our pool: IPAM is not shared with BIRD here)
@@ -34,20 +34,7 @@ if (!gate && haveEtcd) {
     const birdc = lab.bird(t, nsD, [nsA, nsB, nsC].map((n) => birdPeer(`Mesh_${n.ip.replace(/\./g, '_')}`, nsD, n)),
       [`protocol static { ipv4; route ${BIRD_BLOCK} blackhole; }`]);
     // ---- three blockspeaker daemons: no peers at all
-    const daemons = [nsA, nsB, nsC].map((n) => lab.daemon(t, n, (sock) => `node:
-  name: ${n.name}
-  os: linux
-  bgp: { ipv4Address: ${n.ip}/24 }
-bgp:
-  asn: 64512
-  routerId: ${n.ip}
-ipam:
-  store: ${ETCD}
-  pools: [{ name: pods, cidr: ${POOL}, blockSize: 28 }]
-dataplane: { kind: none }
-status: { listen: "127.0.0.1:9179" }
-ipc: { path: ${sock} }
-`));
+    const daemons = [nsA, nsB, nsC].map((n) => lab.daemon(t, n, meshNodeYaml(n, POOL)));
     const [A, B, C] = daemons as [typeof daemons[0], typeof daemons[0], typeof daemons[0]];
     const logs = () => lab.logs(daemons);
     const established = async (d: typeof A) => ((await get(d.ns, '/peers')) ?? []).filter((p: { state: string }) => p.state === 'Established')

@@ -7,10 +7,11 @@
 // node-b and BIRD come up Established with each other, TCP-MD5 signed; node-c, with a different password, gets no
 // session with anyone, and its /peers says why. Needs root, bird2, etcd (REQUIRE_PEERS=1: fails without).
 import t from 'tap';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { interopGate, waitFor } from '../interop/harness.ts';
 import { etcdGate } from '../store/etcd-harness.ts';
-import { birdPeer, ETCD, Lab, status as get, type LabNode } from './lab.ts';
+import { birdPeer, Lab, meshNodeYaml, status as get, type LabNode } from './lab.ts';
 
 const gate = interopGate(t, ['bird']);
 const haveEtcd = etcdGate(t);
@@ -23,21 +24,7 @@ if (!gate && haveEtcd) {
     await lab.etcdctl('put', '/blockspeaker/cluster/v1/nodes/calico-d',
       JSON.stringify({ name: 'calico-d', labels: { 'kubernetes.io/os': 'linux' }, ipv4Address: `${nsD.ip}/24` }));
     const birdc = lab.bird(t, nsD, [nsA, nsB, nsC].map((n) => birdPeer(`Mesh_${n.ip.replace(/\./g, '_')}`, nsD, n, [`  password "${MESH_PW}";`])));
-    const yaml = (n: LabNode, pwFile: string) => (sock: string) => `node:
-  name: ${n.name}
-  os: linux
-  bgp: { ipv4Address: ${n.ip}/24 }
-bgp:
-  asn: 64512
-  routerId: ${n.ip}
-  nodeMeshPassword: { file: ${join(lab.dir, pwFile)} }
-ipam:
-  store: ${ETCD}
-  pools: [{ name: pods, cidr: 10.244.0.0/26, blockSize: 28 }]
-dataplane: { kind: none }
-status: { listen: "127.0.0.1:9179" }
-ipc: { path: ${sock} }
-`;
+    const yaml = (n: LabNode, pwFile: string) => meshNodeYaml(n, '10.244.0.0/26', `  nodeMeshPassword: { file: ${join(lab.dir, pwFile)} }\n`);
     const A = lab.daemon(t, nsA, yaml(nsA, 'mesh.pw'), { 'mesh.pw': `${MESH_PW}\n` });
     const B = lab.daemon(t, nsB, yaml(nsB, 'mesh.pw'));
     const C = lab.daemon(t, nsC, yaml(nsC, 'other.pw'), { 'other.pw': 'not-the-mesh-one\n' });
@@ -72,6 +59,7 @@ ipc: { path: ${sock} }
     t.notMatch(await birdc('show', 'protocols'), new RegExp(`Mesh_${nsC.ip.replace(/\./g, '_')}\\s+BGP.*Established`), 'BIRD has none with node-c');
     // the password never shows
     for (const d of [A, C]) t.notMatch(JSON.stringify(await peers(d)), /mesh-s3cret|not-the-mesh-one/, `${d.name}'s /peers does not carry a password`);
+    for (const d of [A, B, C]) t.notMatch(readFileSync(d.log, 'utf8'), /mesh-s3cret|not-the-mesh-one/, `nor ${d.name}'s log`);
     for (const d of [A, B, C]) {
       const ex = new Promise<number | null>((r) => d.child.once('exit', (code) => r(code)));
       d.child.kill('SIGTERM');
