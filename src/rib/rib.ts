@@ -1164,17 +1164,19 @@ export class Rib {
     // local aggregate run) share one Path object.
     const E = this.e;
     const self = this.sourceIdx.get(peer) ?? NONE;
+    const hadRoutes = out.size > 0; // a session that just came up has none: nothing it holds can be gone
     let lastSrc = NONE;
     let lastEff = NONE;
     let lastFlags = 0;
     let lastPath: Path | null = null;
     for (const t of this.tables) {
+      if (t.live === 0) continue; // an empty trie still has its fixed root levels to walk
       t.trie.forEachValue((r) => {
         const h = t.head(r);
         if (h === NONE || (E.flags(h) & BEST) === 0) return;
         const src = E.src(h);
         if (src === self) {
-          if (out.size > 0) out.applyTo(u, t.prefix(r), null);
+          if (hadRoutes) out.applyTo(u, t.prefix(r), null);
           return;
         }
         const prefix = t.prefix(r);
@@ -1195,7 +1197,7 @@ export class Rib {
       });
     }
     const gone: Prefix[] = [];
-    for (const { prefix } of out.entries()) {
+    if (hadRoutes) for (const { prefix } of out.entries()) {
       const t = this.table(prefix.family);
       const r = t.find(prefix);
       if (r === NONE || !this.hasBest(t, r)) gone.push(prefix);
