@@ -4,7 +4,7 @@
 //
 //   npm run bench:bgp-ingest -- [--table FILE] [--limit N] [--shape realistic|packed] [--sender replay,bird]
 //                               [--receivers blockspeaker,bird,gobgp] [--no-sink] [--no-full] [--no-bgperf]
-//                               [--cpu-prof] [--from-source] [--poll-ms MS] [--timeout S] [--keep]
+//                               [--cpu-prof] [--heap-snapshot] [--node-flags '...'] [--from-source] [--poll-ms MS] [--timeout S] [--keep]
 //
 // Needs root, bird2 and gobgpd (apt-get install bird2 gobgpd), curl and nsenter. About 5-6 minutes on 2 cores.
 //
@@ -40,11 +40,15 @@
 // the first and from the last session Established; receiver CPU time over that.
 //
 // --cpu-prof runs our daemon under node --cpu-prof and prints where its time went during the ingest window.
+// --node-flags passes extra flags to node for our daemon (e.g. '--max-semi-space-size=1', to see what V8's young
+// generation costs).
+// --heap-snapshot prints our daemon's /proc/PID/smaps_rollup once it holds every prefix, then has it write a V8 heap
+// snapshot (SIGUSR2) into its temp dir and prints the path (use with --keep; summarise with bench/lib/heapsummary.ts).
 // BENCH_DEBUG=1 prints every poll and the sink's arrival curve on stderr.
 // Human-readable lines first, then one JSON line with every number. Namespaces, daemons and temp dirs are removed at
 // the end, on error and on SIGINT/SIGTERM (the harness's hooks); --keep keeps the temp dirs (configs, logs, stream).
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -85,6 +89,8 @@ const { values } = parseArgs({
     'no-full': { type: 'boolean', default: false },
     'no-bgperf': { type: 'boolean', default: false },
     'cpu-prof': { type: 'boolean', default: false },
+    'heap-snapshot': { type: 'boolean', default: false },
+    'node-flags': { type: 'string', default: '' },
     'from-source': { type: 'boolean', default: false },
     'poll-ms': { type: 'string', default: '100' },
     timeout: { type: 'string', default: '240' },
@@ -356,6 +362,8 @@ interface Receiver {
   /** When the receiver itself says it had everything (after the fact), or null. */
   exactDoneAt?: () => number | null;
   stop(): Promise<void>;
+  /** --heap-snapshot (blockspeaker only): /proc/PID/smaps_rollup, then a V8 heap snapshot written by the daemon. */
+  heapSnapshot?(): Promise<{ file: string | null; smaps: string }>;
   /** The CPU profile written at stop (--cpu-prof, blockspeaker only). */
   profile?: () => string | null;
   describe(): string;
@@ -414,6 +422,8 @@ async function startBlockspeaker(link: Link, peers: PeerSpec[], name: string): P
   // The compiled daemon (built at the start of the run), or the sources through tsx with --from-source.
   const entry = values['from-source'] ? ['--import', 'tsx', MAIN] : [BIN];
   const nodeArgs = values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', dir] : [];
+  nodeArgs.push(...values['node-flags']!.split(/\s+/).filter(Boolean));
+  if (values['heap-snapshot']) nodeArgs.push('--heapsnapshot-signal=SIGUSR2', '--diagnostic-dir', dir);
   const logFile = join(dir, 'blockspeaker.log');
   const child = runInNetns(link.peer.ns, process.execPath, [...nodeArgs, ...entry, 'run', '-c', file, '--run-dir', dir, '--log-level', 'debug'], { logFile, cwd: repoRoot });
   const ns = link.peer.ns.name;
@@ -457,6 +467,20 @@ async function startBlockspeaker(link: Link, peers: PeerSpec[], name: string): P
       }
       const want = peers.reduce((n, p) => n + p.families.length, 0);
       return eor.size === want ? Math.max(...eor.values()) : null;
+    },
+    heapSnapshot: !values['heap-snapshot'] ? undefined : async () => {
+      // /proc first (the snapshot itself allocates), then SIGUSR2 and wait for node to finish writing the file.
+      const smaps = readFileSync(`/proc/${child.pid}/smaps_rollup`, 'utf8');
+      child.kill('SIGUSR2');
+      let last = -1;
+      for (let i = 0; i < 1200; i++) {
+        await sleep(500);
+        const f = readdirSync(dir).find((x) => x.endsWith('.heapsnapshot'));
+        const size = f ? statSync(join(dir, f)).size : -1;
+        if (size > 0 && size === last) return { file: join(dir, f!), smaps };
+        last = size;
+      }
+      return { file: null, smaps };
     },
     profile: () => {
       const f = readdirSync(dir).find((x) => x.endsWith('.cpuprofile'));
@@ -834,6 +858,10 @@ async function bgperf(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Pr
     const w = await waitHeld(rcv, expected, tEnable, () => birdc(sender.ctl, ['show', 'status']).then(() => {}));
     const cpu = cpuMs(rcv.pid) - cpu0;
     const hwm = peakRssMB(rcv.pid);
+    if (rcv.heapSnapshot) {
+      const snap = await rcv.heapSnapshot();
+      log(`  ${kind}: /proc smaps_rollup once every prefix was held:\n${snap.smaps.trim()}\n  heap snapshot: ${snap.file ?? 'not written'}`);
+    }
     const sessions = [...birdSessions(await birdc(sender.ctl, ['show', 'protocols', `"q${k}_*"`])).values()];
     const up = sessions.filter((s) => s.established);
     if (up.length !== BGPERF_PEERS) log(`  ${kind}: only ${up.length} of ${BGPERF_PEERS} sessions Established at the end`);

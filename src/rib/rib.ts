@@ -19,6 +19,7 @@ import type { PrefixList } from './prefixlist.ts';
 import { Trie, type TrieOptions } from './trie.ts';
 
 export type ImportPolicy = (prefix: Prefix, attrs: PathAttrs, source: string) => PathAttrs | null;
+/** `multipath` is valid during the call only (with one path it is an array the RIB reuses). */
 export type ExportPolicy = (prefix: Prefix, best: Path, multipath: readonly Path[]) => PathAttrs | null;
 
 export interface RibOptions {
@@ -328,7 +329,7 @@ interface BatchView {
   currentSource(key: number): string | null;
   /** A counter of RIB changes, to tell whether the RIB moved since a batch was made. */
   mutations(): number;
-  change(key: number, type: RibChange['type']): RibChange;
+  change(key: number, type: RibChange['type'], prefix: Prefix): RibChange;
 }
 
 /**
@@ -349,10 +350,18 @@ export class RibChangeBatch implements Iterable<RibChange> {
   }
 
   private readonly mutations: number;
+  // Objects already made, shared by every reader of the batch (100 peers exporting one batch made 100 copies of
+  // each change before): valid while the RIB has not moved since they were made.
+  private made: (RibChange | undefined)[] | null = null;
+  private prefixes: (Prefix | undefined)[] | null = null;
+  private madeAt = -1;
 
-  /** Change `i` as an object. */
+  /** Change `i` as an object (the same object for every reader while the RIB has not moved; do not modify it). */
   at(i: number): RibChange {
-    return this.view.change(this.keys[i], CHANGE_TYPES[this.types[i]]);
+    this.checkMade();
+    let ch = this.made![i];
+    if (ch === undefined) ch = this.made![i] = this.view.change(this.keys[i], CHANGE_TYPES[this.types[i]], this.prefixAt(i));
+    return ch;
   }
 
   typeAt(i: number): RibChange['type'] {
@@ -360,7 +369,19 @@ export class RibChangeBatch implements Iterable<RibChange> {
   }
 
   prefixAt(i: number): Prefix {
-    return this.view.prefix(this.keys[i]);
+    // Change i is about one prefix whatever the RIB does later: made once, read from the record while it is kept.
+    this.prefixes ??= new Array<Prefix | undefined>(this.length);
+    let p = this.prefixes[i];
+    if (p === undefined) p = this.prefixes[i] = this.view.prefix(this.keys[i]);
+    return p;
+  }
+
+  private checkMade(): void {
+    const m = this.view.mutations();
+    if (this.made === null || m !== this.madeAt) {
+      this.made = new Array<RibChange | undefined>(this.length);
+      this.madeAt = m;
+    }
   }
 
   /** The source of the new best path; null for a withdrawal. No objects made. */
@@ -418,10 +439,10 @@ export class Rib {
       return h === NONE || !(this.e.flags(h) & BEST) ? null : this.sources[this.e.src(h)]!.name;
     },
     mutations: () => this.mutationCount,
-    change: (key, type) => {
+    change: (key, type, prefix) => {
       const t = this.tables[key & 1];
       const r = key >>> 1;
-      const ch: RibChange = { type, prefix: t.prefix(r) };
+      const ch: RibChange = { type, prefix };
       if (type !== 'withdraw') {
         const mp = this.multipathOf(t, r);
         ch.best = mp[0];
@@ -1120,7 +1141,7 @@ export class Rib {
           continue;
         }
         const ch = changes.at(i);
-        out.applyTo(u, ch.prefix, ch.best ? policy(ch.prefix, ch.best, ch.multipath ?? [ch.best]) : null);
+        out.applyTo(u, ch.prefix, ch.best ? policy(ch.prefix, ch.best, ch.multipath ?? oneOf(ch.best)) : null);
       }
       return u;
     }
@@ -1138,11 +1159,45 @@ export class Rib {
   exportAll(peer: string, policy: ExportPolicy): ExportUpdate {
     const out = this.adjRibOut(peer);
     const u: ExportUpdate = { announce: new Map(), withdraw: [] };
-    for (const route of this.entries()) {
-      out.applyTo(u, route.prefix, route.best.source === peer ? null : policy(route.prefix, route.best, route.multipath));
+    // Every session that comes up walks the whole table: no RibRoute per prefix, routes from `peer` itself are
+    // skipped before any object is made, and consecutive routes with the same best path (one peer's UPDATE, one
+    // local aggregate run) share one Path object.
+    const E = this.e;
+    const self = this.sourceIdx.get(peer) ?? NONE;
+    const hadRoutes = out.size > 0; // a session that just came up has none: nothing it holds can be gone
+    let lastSrc = NONE;
+    let lastEff = NONE;
+    let lastFlags = 0;
+    let lastPath: Path | null = null;
+    for (const t of this.tables) {
+      if (t.live === 0) continue; // an empty trie still has its fixed root levels to walk
+      t.trie.forEachValue((r) => {
+        const h = t.head(r);
+        if (h === NONE || (E.flags(h) & BEST) === 0) return;
+        const src = E.src(h);
+        if (src === self) {
+          if (hadRoutes) out.applyTo(u, t.prefix(r), null);
+          return;
+        }
+        const prefix = t.prefix(r);
+        if (this.maxPaths > 1) {
+          const mp = this.multipathOf(t, r);
+          out.applyTo(u, prefix, policy(prefix, mp[0], mp));
+          return;
+        }
+        const eff = E.eff(h);
+        const flags = E.flags(h) & STALE;
+        if (lastPath === null || src !== lastSrc || eff !== lastEff || flags !== lastFlags) {
+          lastPath = this.pathOf(h);
+          lastSrc = src;
+          lastEff = eff;
+          lastFlags = flags;
+        }
+        out.applyTo(u, prefix, policy(prefix, lastPath, oneOf(lastPath)));
+      });
     }
     const gone: Prefix[] = [];
-    for (const { prefix } of out.entries()) {
+    if (hadRoutes) for (const { prefix } of out.entries()) {
       const t = this.table(prefix.family);
       const r = t.find(prefix);
       if (r === NONE || !this.hasBest(t, r)) gone.push(prefix);
@@ -1150,6 +1205,14 @@ export class Rib {
     for (const p of gone) out.applyTo(u, p, null);
     return u;
   }
+}
+
+// The multipath argument of an export policy when there is one path: one array reused for every call (a policy
+// reads it during the call only), where a fresh [best] per route per peer was most of an export's garbage.
+const ONE: Path[] = [];
+function oneOf(best: Path): readonly Path[] {
+  ONE[0] = best;
+  return ONE;
 }
 
 function samePeer(a: PeerInfo, b: PeerInfo): boolean {

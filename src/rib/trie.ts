@@ -591,6 +591,42 @@ export class Trie {
     for (const e of this.iterate(undefined)) fn(e.prefix, e.value);
   }
 
+  /**
+   * Every stored value in entries() order, without the prefixes: no object per entry (for callers that keep the
+   * prefix elsewhere, like the RIB's records; a full export to each new peer walks the table this way).
+   */
+  forEachValue(fn: (value: number) => void): void {
+    if (this.defVal !== NONE) fn(this.defVal);
+    const sc = new Int32Array(34); // chunk base
+    const si = new Int32Array(34); // next ORDER index (or child slot, for a chunk without prefixes)
+    const sm = new Int8Array(34); // 1: the chunk has no prefixes of its own, visit its 16 child slots only
+    sc[0] = this.topBase;
+    sm[0] = this.ownBits[this.topBase >> 4] === 0 ? 1 : 0;
+    let sp = 1;
+    while (sp > 0) {
+      const f = sp - 1;
+      if (si[f] >= (sm[f] === 1 ? 16 : 46)) {
+        sp--;
+        continue;
+      }
+      const o = sm[f] === 1 ? 30 + si[f]++ : ORDER[si[f]++];
+      const c = sc[f];
+      if (o < 30) {
+        const ci = c >> 4;
+        const bits = this.ownBits[ci];
+        if (bits & (1 << o)) fn(this.vals[this.ownBlk[ci] + popcnt(bits & ((1 << o) - 1))]);
+      } else {
+        const e = this.tbl[c + o - 30];
+        if (e <= -2) {
+          const g = sp++;
+          sc[g] = -2 - e;
+          si[g] = 0;
+          sm[g] = this.ownBits[sc[g] >> 4] === 0 ? 1 : 0;
+        }
+      }
+    }
+  }
+
   // ---- memory ----------------------------------------------------------------------------------------------------
 
   /** Bytes held by this trie's typed arrays (allocated capacity, not just the used part). */
