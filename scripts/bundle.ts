@@ -13,7 +13,23 @@ import * as esbuild from 'esbuild';
 const root = fileURLToPath(new URL('..', import.meta.url));
 export const BUNDLE_DIR = 'dist/bundle';
 
-export async function bundle(outdir = `${root}/${BUNDLE_DIR}`): Promise<void> {
+// pino, loaded for what the daemon uses of it (a logger writing JSON lines to a file descriptor synchronously):
+// its transports (worker threads, thread-stream) are left out, and it is told it runs on the main thread, which the
+// daemon does. ~0.5 MB of the idle daemon (BENCHMARKS.md "Footprint"); pino.transport() says it is not built in.
+const pinoWithoutTransports: esbuild.Plugin = {
+  name: 'pino-without-transports',
+  setup(build) {
+    build.onLoad({ filter: /[\\/]pino[\\/]lib[\\/]transport\.js$/ }, () => ({
+      loader: 'js',
+      contents: "module.exports = function transport() { throw new Error('pino transports are not in the blockspeaker bundle: it logs JSON lines to stderr') }",
+    }));
+    build.onResolve({ filter: /^(node:)?worker_threads$/ }, (args) =>
+      /[\\/]pino[\\/]lib[\\/]tools\.js$/.test(args.importer) ? { path: 'worker_threads', namespace: 'pino-main-thread' } : undefined);
+    build.onLoad({ filter: /.*/, namespace: 'pino-main-thread' }, () => ({ loader: 'js', contents: 'module.exports = { isMainThread: true }' }));
+  },
+};
+
+export async function bundle(outdir = `${root}/${BUNDLE_DIR}`, opts: { pinoTransports?: boolean } = {}): Promise<void> {
   rmSync(outdir, { recursive: true, force: true });
   await esbuild.build({
     entryPoints: { main: `${root}/src/cli/main.ts` },
@@ -29,6 +45,7 @@ export async function bundle(outdir = `${root}/${BUNDLE_DIR}`): Promise<void> {
     external: ['etcd3', 'prom-client', 'koffi', 'fs-native-extensions', 'msgpackr-extract'],
     // The bundled CommonJS packages (yaml, pino) call require() for Node's built-ins.
     banner: { js: "import { createRequire as __bsCreateRequire } from 'node:module'; const require = __bsCreateRequire(import.meta.url);" },
+    plugins: opts.pinoTransports ? [] : [pinoWithoutTransports],
     logLevel: 'warning',
     legalComments: 'none',
   });

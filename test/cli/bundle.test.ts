@@ -4,7 +4,7 @@
 // picks the bundle only when it is not older than tsc's output.
 import t from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bundle } from '../../scripts/bundle.ts';
@@ -56,8 +56,11 @@ t.test('the bundled daemon serves the demo config', async (t) => {
   t.match(second.stderr, /running|lock|already/i, 'and says why');
 
   const line = stderr.split('\n').find((l) => l.includes('"control socket listening"'));
-  t.ok(line, 'pino JSON line for the control socket');
+  t.ok(line, 'pino JSON line for the control socket (pino without its transports)');
   t.match(JSON.parse(line!), { level: 30, node: 'node-a', msg: 'control socket listening' });
+  const chunks = readdirSync(out).filter((f) => f.endsWith('.js')).map((f) => readFileSync(join(out, f), 'utf8')).join('\n');
+  t.notMatch(chunks, /thread-stream|new Worker\(/, 'no worker-thread transport code in the bundle');
+  t.match(chunks, /pino transports are not in the blockspeaker bundle/, 'pino.transport() says why instead');
 });
 
 t.test('bin/blockspeaker.js runs the bundle only when it is not older than dist/src', async (t) => {
