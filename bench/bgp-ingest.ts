@@ -5,6 +5,7 @@
 //   npm run bench:bgp-ingest -- [--table FILE] [--limit N] [--shape realistic|packed] [--sender replay,bird]
 //                               [--receivers blockspeaker,bird,gobgp] [--no-sink] [--no-full] [--no-bgperf]
 //                               [--cpu-prof] [--from-source] [--poll-ms MS] [--timeout S] [--keep]
+//                               [--node-args "FLAGS"]   (node flags for the blockspeaker receiver)
 //
 // Needs root, bird2 and gobgpd (apt-get install bird2 gobgpd), curl and nsenter. About 5-6 minutes on 2 cores.
 //
@@ -90,6 +91,7 @@ const { values } = parseArgs({
     timeout: { type: 'string', default: '240' },
     seed: { type: 'string', default: '1' },
     keep: { type: 'boolean', default: false },
+    'node-args': { type: 'string', default: '' }, // extra node flags for blockspeaker, e.g. --max-semi-space-size=1
   },
 });
 
@@ -413,7 +415,7 @@ async function startBlockspeaker(link: Link, peers: PeerSpec[], name: string): P
   }, null, 2));
   // The compiled daemon (built at the start of the run), or the sources through tsx with --from-source.
   const entry = values['from-source'] ? ['--import', 'tsx', MAIN] : [BIN];
-  const nodeArgs = values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', dir] : [];
+  const nodeArgs = [...(values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', dir] : []), ...values['node-args']!.split(' ').filter(Boolean)];
   const logFile = join(dir, 'blockspeaker.log');
   const child = runInNetns(link.peer.ns, process.execPath, [...nodeArgs, ...entry, 'run', '-c', file, '--run-dir', dir, '--log-level', 'debug'], { logFile, cwd: repoRoot });
   const ns = link.peer.ns.name;
