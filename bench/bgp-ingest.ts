@@ -5,6 +5,7 @@
 //   npm run bench:bgp-ingest -- [--table FILE] [--limit N] [--shape realistic|packed] [--sender replay,bird]
 //                               [--receivers blockspeaker,bird,gobgp] [--no-sink] [--no-full] [--no-bgperf]
 //                               [--cpu-prof] [--heap-snapshot] [--node-flags '...'] [--from-source] [--poll-ms MS] [--timeout S] [--keep]
+//                               [--node-args "FLAGS"]   (the same as --node-flags: node flags for the blockspeaker receiver)
 //
 // Needs root, bird2 and gobgpd (apt-get install bird2 gobgpd), curl and nsenter. About 5-6 minutes on 2 cores.
 //
@@ -96,6 +97,7 @@ const { values } = parseArgs({
     timeout: { type: 'string', default: '240' },
     seed: { type: 'string', default: '1' },
     keep: { type: 'boolean', default: false },
+    'node-args': { type: 'string', default: '' }, // extra node flags for blockspeaker, e.g. --max-semi-space-size=1
   },
 });
 
@@ -422,7 +424,7 @@ async function startBlockspeaker(link: Link, peers: PeerSpec[], name: string): P
   // The compiled daemon (built at the start of the run), or the sources through tsx with --from-source.
   const entry = values['from-source'] ? ['--import', 'tsx', MAIN] : [BIN];
   const nodeArgs = values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', dir] : [];
-  nodeArgs.push(...values['node-flags']!.split(/\s+/).filter(Boolean));
+  nodeArgs.push(...`${values['node-flags']} ${values['node-args']}`.split(/\s+/).filter(Boolean));
   if (values['heap-snapshot']) nodeArgs.push('--heapsnapshot-signal=SIGUSR2', '--diagnostic-dir', dir);
   const logFile = join(dir, 'blockspeaker.log');
   const child = runInNetns(link.peer.ns, process.execPath, [...nodeArgs, ...entry, 'run', '-c', file, '--run-dir', dir, '--log-level', 'debug'], { logFile, cwd: repoRoot });

@@ -33,7 +33,7 @@ import { blockspeakerLayout } from '../ipam/layout.ts';
 import type { NodeCleanup } from '../ipam/calico/node-cleanup.ts';
 import type { Store } from '../store/types.ts';
 import { IpamAnnouncer } from './announcer.ts';
-import { release as releaseOptimizer } from './tiering.ts';
+import { countedRequests, release as releaseOptimizer } from './tiering.ts';
 import { cniInvoke, type CniInvokeParams } from './cni-invoke.ts';
 import { lazyMetrics, type MetricsSource } from './metrics.ts';
 import { overview, type Overview } from './overview.ts';
@@ -370,7 +370,7 @@ export class Daemon {
     };
     this.ipc = await startIpcServer({
       path,
-      handlers,
+      handlers: countedRequests(handlers), // IPAM work ends the optimiser's hold too (tiering.ts)
       platform: this.opts.platform,
       onError: (err, method) => this.log.warn({ err: (err as Error)?.message ?? String(err), method }, 'ipc request failed'),
     });

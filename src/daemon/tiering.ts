@@ -10,33 +10,101 @@
 // the daemon serves IPAM, the control socket and the status endpoint from bytecode (Ignition and Sparkplug), which
 // those light, occasional requests do not notice.
 //
-// v8.setFlagsFromString after start is not a documented contract; V8 reads this flag at each tiering decision,
+// Sparkplug (the baseline compiler) is held with it: start-up would otherwise compile baseline code for the
+// loader's warm functions too (~0.4 MB of the idle daemon; BENCHMARKS.md "Footprint").
+//
+// v8.setFlagsFromString after start is not a documented contract; V8 reads these flags at each tiering decision,
 // which is what makes the switch work (test/daemon/tiering.test.ts checks both directions in a child process).
+// Nothing depends on it working: if a Node.js ignores the flags, or refuses them (the call throws), the daemon runs
+// with the compilers on, as any Node.js program does, only larger. And a daemon that never gets a BGP session still
+// gets optimised code for IPAM: the hold also ends after RELEASE_AFTER_REQUESTS control-socket requests (a node
+// starting pods: the CNI plugin's ADD and DEL arrive there) or RELEASE_AFTER_MS, whichever comes first.
 import v8 from 'node:v8';
 
 // Flags by which the user chose the compilers: then neither switch is ours to flip.
-const USER_CHOICE = /^--(no-)?(opt|turbofan|jitless|max-opt|always-turbofan|always-opt)\b/;
+const USER_CHOICE = /^--(no-)?(opt|turbofan|jitless|max-opt|always-turbofan|always-opt|sparkplug|always-sparkplug)\b/;
+
+/** Control-socket requests after which the hold ends without a BGP session (about 100 pods' ADD and DEL). */
+export const RELEASE_AFTER_REQUESTS = 200;
+/** Time after which the hold ends anyway: by then start-up's warm code has gone cold, so little is compiled. */
+export const RELEASE_AFTER_MS = 10 * 60_000;
 
 let held = false;
+let requests = 0;
+let timer: NodeJS.Timeout | undefined;
+let setFlags: (flags: string) => void = (f) => v8.setFlagsFromString(f);
 
 /** True when the user set the optimiser's flags on the command line or in NODE_OPTIONS. */
 export function userChoseTiering(execArgv: readonly string[] = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ''): boolean {
   return [...execArgv, ...nodeOptions.split(/\s+/)].some((a) => USER_CHOICE.test(a.replaceAll('_', '-')));
 }
 
-/** Turn the optimiser off until release(); a no-op when the user chose the flags. Returns whether it held. */
-export function holdOptimizer(): boolean {
+export interface HoldOptions {
+  /** Release after this many ms (default RELEASE_AFTER_MS); the timer never keeps the process alive. */
+  releaseAfterMs?: number;
+  /** Release after this many noteRequest() calls (default RELEASE_AFTER_REQUESTS). */
+  releaseAfterRequests?: number;
+  /** For tests: what sets a V8 flag (default v8.setFlagsFromString). */
+  setFlags?: (flags: string) => void;
+}
+
+let requestBudget = RELEASE_AFTER_REQUESTS;
+
+/**
+ * Turn the optimising and baseline compilers off until release(); a no-op when the user chose the flags, and when
+ * V8 refuses the flags (then the compilers simply stay on). Returns whether it held.
+ */
+export function holdOptimizer(opts: HoldOptions = {}): boolean {
   if (held || userChoseTiering()) return false;
-  v8.setFlagsFromString('--no-turbofan');
+  if (opts.setFlags) setFlags = opts.setFlags;
+  try {
+    setFlags('--no-turbofan');
+  } catch {
+    return false; // not held: nothing to release
+  }
+  try {
+    setFlags('--no-sparkplug');
+  } catch {
+    /* the optimiser alone is held */
+  }
   held = true;
+  requests = 0;
+  requestBudget = opts.releaseAfterRequests ?? RELEASE_AFTER_REQUESTS;
+  timer = setTimeout(release, opts.releaseAfterMs ?? RELEASE_AFTER_MS);
+  timer.unref();
   return true;
 }
 
-/** Turn the optimiser back on (idempotent; nothing when hold did not hold). */
+/** Turn the compilers back on (idempotent; nothing when hold did not hold). */
 export function release(): void {
   if (!held) return;
   held = false;
-  v8.setFlagsFromString('--turbofan');
+  clearTimeout(timer);
+  timer = undefined;
+  for (const f of ['--turbofan', '--sparkplug']) {
+    try {
+      setFlags(f);
+    } catch {
+      /* refused: it was not held either */
+    }
+  }
+}
+
+/** One unit of request work (a control-socket request): enough of them release the hold. */
+export function noteRequest(): void {
+  if (held && ++requests >= requestBudget) release();
+}
+
+/** The handlers, each counting as one request for noteRequest() (the daemon's control socket). */
+export function countedRequests<H extends Record<string, (...args: never[]) => unknown>>(handlers: H): H {
+  const out: Record<string, (...args: never[]) => unknown> = {};
+  for (const [name, h] of Object.entries(handlers)) {
+    out[name] = (...args: never[]) => {
+      noteRequest();
+      return h(...args);
+    };
+  }
+  return out as H;
 }
 
 export function isHeld(): boolean {

@@ -140,9 +140,10 @@ export class ScriptWorker implements PowerShellRunner {
 
 /** worker.ps1, found beside the executable (packaged) or beside this module (from source). */
 export function findWorkerScript(execPath: string = process.execPath, here: string | null = sourceDir()): string | null {
-  // Packaged: beside the executable (or its windows/ folder); from source: src/hns; from dist/: back to src/hns.
+  // Packaged: beside the executable (or its windows/ folder); from source: src/hns; from dist/src/hns or from
+  // `npm run build`'s dist/bundle: back to src/hns.
   const dirs = [dirname(execPath), join(dirname(execPath), 'windows')];
-  if (here) dirs.push(here, join(here, '..', '..', '..', 'src', 'hns'));
+  if (here) dirs.push(here, join(here, '..', '..', '..', 'src', 'hns'), join(here, '..', '..', 'src', 'hns'));
   for (const dir of dirs) {
     const f = join(dir, 'worker.ps1');
     if (existsSync(f)) return f;

@@ -11,7 +11,7 @@ import { spawn as nodeSpawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
-import fsx from 'fs-native-extensions';
+import { fileLocks } from './file-lock.ts';
 import { secureStateDir, type DirReport } from './dir-acl.ts';
 import { restrictPipe, type Win32SecurityApi } from './pipe-acl.ts';
 import { defaultPaths, HOST_PLATFORM, socketEndpoint, type DefaultPaths, type PlatformId } from './paths.ts';
@@ -180,7 +180,7 @@ export function realDeps(): PlatformDeps {
       existsSync: (p) => fs.existsSync(p),
       fsyncSync: (fd) => fs.fsyncSync(fd),
     },
-    lock: { tryLock: (fd) => fsx.tryLock(fd), waitForLock: (fd) => fsx.waitForLock(fd), unlock: (fd) => fsx.unlock(fd) },
+    lock: { tryLock: (fd) => fileLocks().tryLock(fd), waitForLock: (fd) => fileLocks().waitForLock(fd), unlock: (fd) => fileLocks().unlock(fd) },
     env: process.env,
     hostname: () => os.hostname(),
     uptime: () => os.uptime(),

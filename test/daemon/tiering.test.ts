@@ -3,14 +3,15 @@
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { userChoseTiering } from '../../src/daemon/tiering.ts';
+import { holdOptimizer, isHeld, release, userChoseTiering } from '../../src/daemon/tiering.ts';
 
 const OPTIMIZED = 1 << 4; // V8's OptimizationStatus::kOptimized
 
-function child(extra: string[]): { held: boolean; heldAfterRelease: boolean; whileHeld: number; afterRelease: number } {
-  const script = fileURLToPath(new URL('./fixtures/tiering-child.ts', import.meta.url));
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function child(extra: string[], fixture = 'tiering-child.ts', env: Record<string, string> = {}): Record<string, any> {
+  const script = fileURLToPath(new URL(`./fixtures/${fixture}`, import.meta.url));
   // Synchronous recompilation: "optimised after N calls" does not depend on a background thread's timing.
-  const r = spawnSync(process.execPath, ['--import', 'tsx', '--allow-natives-syntax', '--no-concurrent-recompilation', ...extra, script], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } });
+  const r = spawnSync(process.execPath, ['--import', 'tsx', '--allow-natives-syntax', '--no-concurrent-recompilation', ...extra, script], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '', ...env } });
   if (r.status !== 0) throw new Error(`child failed (${r.status}): ${r.stderr}`);
   return JSON.parse(r.stdout.trim().split('\n').pop()!);
 }
@@ -37,4 +38,40 @@ t.test('userChoseTiering reads the command line and NODE_OPTIONS', async (t) => 
   t.equal(userChoseTiering(['--no_turbofan'], ''), true);
   t.equal(userChoseTiering(['--turbofan'], ''), true);
   t.equal(userChoseTiering(['--optimize-for-size'], ''), false, 'a flag that only starts like one is not one');
+  t.equal(userChoseTiering(['--no-sparkplug'], ''), true, 'the baseline compiler is the user\'s choice too');
+});
+
+t.test('no BGP session: enough control-socket requests end the hold, so IPAM code is optimised', async (t) => {
+  const r = child([], 'tiering-release-child.ts', { MODE: 'requests' });
+  t.equal(r.held, true);
+  t.equal(r.whileHeld & OPTIMIZED, 0, 'not optimised while held');
+  t.equal(r.heldBeforeLast, true, 'one request short of the budget: still held');
+  t.equal(r.heldAfter, false, 'the budget-th request released it');
+  t.equal(r.afterRelease & OPTIMIZED, OPTIMIZED, 'optimised after release');
+  t.equal(r.answers, 55, 'counted handlers still answer (1 + 2 + ... + 10)');
+});
+
+t.test('no BGP session and no requests: the hold ends after its time', async (t) => {
+  const r = child([], 'tiering-release-child.ts', { MODE: 'timer' });
+  t.equal(r.held, true);
+  t.equal(r.heldBeforeLast, false, 'released by the timer');
+  t.equal(r.afterRelease & OPTIMIZED, OPTIMIZED, 'optimised after release');
+});
+
+t.test('V8 refusing the flags: nothing is held, and release is harmless', async (t) => {
+  const calls: string[] = [];
+  const held = holdOptimizer({ setFlags: (f) => { calls.push(f); throw new Error(`unknown flag ${f}`); } });
+  t.equal(held, false, 'not held when the flag is refused');
+  t.equal(isHeld(), false);
+  release();
+  t.same(calls, ['--no-turbofan'], 'nothing else was tried, nothing to undo');
+});
+
+t.test('V8 taking the optimiser flag but refusing the baseline one: the optimiser alone is held', async (t) => {
+  const calls: string[] = [];
+  const held = holdOptimizer({ releaseAfterMs: 3_600_000, setFlags: (f) => { calls.push(f); if (f.includes('sparkplug')) throw new Error('no'); } });
+  t.equal(held, true);
+  release();
+  t.equal(isHeld(), false);
+  t.same(calls, ['--no-turbofan', '--no-sparkplug', '--turbofan', '--sparkplug']);
 });

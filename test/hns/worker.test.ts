@@ -57,4 +57,8 @@ t.test('worker.ps1 ships beside the sources and uses only what PowerShell 5.1 ha
   t.match(text, /ConvertFrom-Json/);
   t.match(text, /UTF8Encoding/);
   t.notMatch(text, /Add-Type/, 'nothing compiled per start by the worker itself');
+  const root = new URL('../..', import.meta.url).pathname;
+  for (const here of ['dist/src/hns', 'dist/bundle']) {
+    t.equal(findWorkerScript('/nonexistent/node', `${root}${here}`), `${root}src/hns/worker.ps1`, `found from ${here} (tsc's output, npm run build's bundle)`);
+  }
 });
