@@ -1,8 +1,9 @@
 // Child process for the concurrency and crash tests: allocates for one host against a store directory and prints
 // a line for every acknowledged allocation ("ACK <handle> <ip>"), every release started ("DEL <handle>") and
 // every release acknowledged ("REL <handle>").
-// argv: <dir> <host> <count> [inFlight] [releaseEvery]
+// argv: <dir> <host> <count> [inFlight] [releaseEvery]; env ALLOC_LAYOUT=calico: Calico's layout.
 import { Ipam } from '../../src/ipam/ipam.ts';
+import { calicoLayout } from '../../src/ipam/calico/layout.ts';
 import { openFileStore } from '../../src/store/file.ts';
 
 const [dir, host, countText, inFlightText = '1', releaseEveryText = '0'] = process.argv.slice(2);
@@ -10,7 +11,7 @@ const count = Number(countText);
 const inFlight = Number(inFlightText);
 const releaseEvery = Number(releaseEveryText);
 const store = await openFileStore(dir);
-const ipam = new Ipam(store);
+const ipam = new Ipam(store, process.env.ALLOC_LAYOUT === 'calico' ? { layout: calicoLayout() } : {});
 const tag = `${host}-${process.pid}`;
 let next = 0;
 const acked: string[] = [];

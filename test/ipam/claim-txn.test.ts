@@ -221,3 +221,34 @@ t.test('file store: a claim is one fdatasync (two-phase: four), a borrow one', a
   t.equal(await syncs(() => ipam.autoAssign({ host: 'a', num4: 16, handle: 'borrow' })), 1, 'the pool has no free block: filling a\'s block and borrowing the rest');
   await checkInvariants(ipam, undefined, osOf);
 });
+
+t.test('a batch too big for one etcd transaction commits its claims first, then the rest', async (t) => {
+  // /32 blocks: 64 concurrent pods of one host are one batch with 64 claims, 64 affinities and 64 handles.
+  const counted = (inner: Store) => {
+    const sizes: number[] = [];
+    const store: Store = Object.assign(Object.create(inner) as Store, {
+      txn: (c: Parameters<Store['txn']>[0], o: Parameters<Store['txn']>[1]) => {
+        sizes.push(Math.max(c.length, o.length));
+        return inner.txn(c, o);
+      },
+    });
+    return { store, sizes };
+  };
+  const run = async (claim: 'atomic' | 'two-phase') => {
+    const { store, sizes } = counted(new MemoryStore());
+    const ipam = new Ipam(store, { now: () => NOW, claim });
+    await ipam.addPool({ name: 'tiny', cidr: '10.9.0.0/24', blockSize: 32, reservation: { kind: 'none' } });
+    await ipam.setHost({ name: 'a', os: 'linux', labels: {} });
+    sizes.length = 0;
+    const rs = await Promise.all(Array.from({ length: 64 }, (_, i) => ipam.autoAssign({ host: 'a', num4: 1, handle: `pod${i}` })));
+    await checkInvariants(ipam, undefined, osOf);
+    return { ips: rs.map((r) => r.ipv4.map((a) => a.ip)), sizes, state: await snapshot(store) };
+  };
+  const atomic = await run('atomic');
+  const oracle = await run('two-phase');
+  t.ok(atomic.ips.every((x) => x.length === 1), 'every pod got its address');
+  t.same(atomic.ips, oracle.ips, 'the same addresses as the two-phase claim');
+  t.same(atomic.state, oracle.state, 'the same store');
+  t.ok(Math.max(...atomic.sizes) <= 128, `no transaction over etcd's 128 operations (largest ${Math.max(...atomic.sizes)})`);
+  t.equal(atomic.sizes.length, 65, '64 claims, then one transaction with the allocations and handles');
+});
