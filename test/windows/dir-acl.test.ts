@@ -18,7 +18,7 @@ import path from 'node:path';
 import { driveC, runWine, startWine, windowsDist, windowsNode, zPath } from '../../packaging/windows/wine.ts';
 import { dirAccessProblem, fixCommand } from '../../src/platform/dir-acl.ts';
 import { freePort } from '../store/etcd-harness.ts';
-import { exe, parseLog, windowsReady } from './harness.ts';
+import { exe, parseLog, until, windowsReady } from './harness.ts';
 
 /** Reads a directory's owner and DACL, and this process's account, with its own Win32 calls: prints JSON. */
 const READER = `
@@ -46,16 +46,6 @@ SidToString(koffi.decode(buf, 'void *'), s);
 out.user = koffi.decode(s[0], 'char16_t', -1);
 console.log(JSON.stringify(out));
 `;
-
-async function until<T>(what: string, ms: number, f: () => T | undefined | false): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
 
 if (windowsReady(t)) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bs-windows-diracl-'));

@@ -65,3 +65,14 @@ export function parseLog(stderr: string): Record<string, unknown>[] {
     }
   });
 }
+
+/** Polls `f` every half second until it returns something truthy (returned), or throws after `ms`. */
+export async function until<T>(what: string, ms: number, f: () => T | undefined | false): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = f();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}

@@ -18,9 +18,9 @@ import path from 'node:path';
 import { driveC, runWine, startWine, windowsDist, windowsNode, zPath } from '../../packaging/windows/wine.ts';
 import { adminOnlyDaclProblem } from '../../src/platform/pipe-acl.ts';
 import { freePort } from '../store/etcd-harness.ts';
-import { exe, parseLog, windowsReady } from './harness.ts';
+import { exe, parseLog, until, windowsReady } from './harness.ts';
 
-/** Reads a pipe's or a directory's DACL with its own Win32 calls (not blockspeaker's): prints {sddl} or {error}. */
+/** Reads a pipe's DACL with its own Win32 calls (not blockspeaker's): prints {sddl} or {error}. */
 const READER = `
 const path = require('node:path');
 const m = { exports: {} };
@@ -32,20 +32,14 @@ const GetLastError = k32.func('uint32_t GetLastError()');
 const CloseHandle = k32.func('int CloseHandle(void *h)');
 const GetSecurityInfo = adv.func('uint32_t GetSecurityInfo(void *h, int t, uint32_t i, void *o, void *g, _Out_ void **d, void *s, _Out_ void **sd)');
 const ToString = adv.func('int ConvertSecurityDescriptorToStringSecurityDescriptorW(void *sd, uint32_t r, uint32_t i, _Out_ void **s, _Out_ uint32_t *l)');
-const GetNamedSecurityInfoW = adv.func('uint32_t GetNamedSecurityInfoW(const char16_t *n, int t, uint32_t i, void *o, void *g, _Out_ void **d, void *s, _Out_ void **sd)');
 const dacl = [null], sd = [null], str = [null];
-let h = null, rc;
-if (process.argv[3] === 'dir') {
-  rc = GetNamedSecurityInfoW(process.argv[4], 1 /* SE_FILE_OBJECT */, 4 /* DACL_SECURITY_INFORMATION */, null, null, dacl, null, sd);
-} else {
-  h = CreateFileW(process.argv[4], 0x20000 /* READ_CONTROL */, 0, null, 3 /* OPEN_EXISTING */, 0, null);
-  if (h === null || koffi.address(h) === 0xffffffffffffffffn) { console.log(JSON.stringify({ error: 'CreateFileW ' + GetLastError() })); process.exit(0); }
-  rc = GetSecurityInfo(h, 6 /* SE_KERNEL_OBJECT */, 4 /* DACL_SECURITY_INFORMATION */, null, null, dacl, null, sd);
-}
+const h = CreateFileW(process.argv[4], 0x20000 /* READ_CONTROL */, 0, null, 3 /* OPEN_EXISTING */, 0, null);
+if (h === null || koffi.address(h) === 0xffffffffffffffffn) { console.log(JSON.stringify({ error: 'CreateFileW ' + GetLastError() })); process.exit(0); }
+const rc = GetSecurityInfo(h, 6 /* SE_KERNEL_OBJECT */, 4 /* DACL_SECURITY_INFORMATION */, null, null, dacl, null, sd);
 if (rc !== 0) { console.log(JSON.stringify({ error: 'GetSecurityInfo ' + rc })); process.exit(0); }
 if (!ToString(sd[0], 1, 4, str, [0])) { console.log(JSON.stringify({ error: 'Convert ' + GetLastError() })); process.exit(0); }
 console.log(JSON.stringify({ sddl: koffi.decode(str[0], 'char16_t', -1) }));
-if (h) CloseHandle(h);
+CloseHandle(h);
 `;
 
 /** A pipe server that is not blockspeaker: accepts connections and never answers. */
@@ -54,16 +48,6 @@ const pipe = process.argv[2];
 require('node:net').createServer((c) => c.on('error', () => {})).listen(pipe, () => console.log('squatting ' + pipe));
 setTimeout(() => process.exit(0), 300000);
 `;
-
-async function until<T>(what: string, ms: number, f: () => T | undefined | false): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
 
 if (windowsReady(t)) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bs-windows-acl-'));
