@@ -3,7 +3,8 @@
 //
 //   npm run bench:footprint -- [--skip idle,cni,peers100,claimToTor] [--rounds N] [--cni-count N] [--tries N]
 //
-//   idle      RSS of `blockspeaker run` (compiled, as users run it) on the demo config (embedded store, no peers,
+//   idle      RSS of `blockspeaker run` (built by `npm run build` and started with the launchers' node flags, as
+//             users run it) on the demo config (embedded store, no peers,
 //             dataplane none), once /readyz says ready and 3 s have passed, beside a bare `node` process idling;
 //             median of --rounds runs. Then the same daemon after one /metrics scrape (prom-client loaded).
 //   cni       bench/cni.ts as a child: ADD+DEL (and VERSION) through bin/blockspeaker-cni-shim (the Linux entry:
@@ -59,6 +60,10 @@ function rssMB(pid: number): number {
 
 // ---- idle ------------------------------------------------------------------------------------------------------
 
+// The node flags every launcher gives the daemon (bin/blockspeaker.js's #! line; the units and DaemonSets match it,
+// test/deploy/node-flags.test.ts): the daemon is measured as it is started.
+const LAUNCHER_FLAGS = readFileSync(join(root, 'bin/blockspeaker.js'), 'utf8').split('\n')[0]!.split(' ').filter((a) => a.startsWith('--'));
+
 async function idleOnce(): Promise<{ daemon: number; afterScrape: number; bare: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-footprint-'));
   const port = await freePort();
@@ -69,7 +74,7 @@ async function idleOnce(): Promise<{ daemon: number; afterScrape: number; bare: 
     .replace('127.0.0.1:9179', `127.0.0.1:${port}`);
   writeFileSync(join(dir, 'node.yaml'), demo);
   const bare = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore', env: cleanEnv() });
-  const d = spawn(process.execPath, [join(root, 'bin/blockspeaker.js'), 'run', '-c', join(dir, 'node.yaml'), '--run-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'], env: cleanEnv() });
+  const d = spawn(process.execPath, [...LAUNCHER_FLAGS, join(root, 'bin/blockspeaker.js'), 'run', '-c', join(dir, 'node.yaml'), '--run-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'], env: cleanEnv() });
   let stderr = '';
   d.stderr!.on('data', (c) => (stderr = (stderr + c).slice(-2000)));
   try {
@@ -93,7 +98,7 @@ async function idleOnce(): Promise<{ daemon: number; afterScrape: number; bare: 
   }
 }
 
-async function idle(): Promise<Record<string, number>> {
+async function idle(): Promise<Record<string, number | string>> {
   const runs = [];
   for (let i = 0; i < ROUNDS; i++) {
     runs.push(await idleOnce());
@@ -101,7 +106,7 @@ async function idle(): Promise<Record<string, number>> {
   }
   const rss = median(runs.map((r) => r.daemon));
   const bare = median(runs.map((r) => r.bare));
-  return { rssMB: r1(rss), afterScrapeRssMB: r1(median(runs.map((r) => r.afterScrape))), bareNodeRssMB: r1(bare), overBareNodeMB: r1(rss - bare), rounds: ROUNDS };
+  return { nodeFlags: LAUNCHER_FLAGS.join(' '), rssMB: r1(rss), afterScrapeRssMB: r1(median(runs.map((r) => r.afterScrape))), bareNodeRssMB: r1(bare), overBareNodeMB: r1(rss - bare), rounds: ROUNDS };
 }
 
 // ---- cni -------------------------------------------------------------------------------------------------------
