@@ -47,11 +47,25 @@ function Invoke-Tool([string]$Tool, [string[]]$ToolArgs) {
   if ($LASTEXITCODE -ne 0) { throw "$Tool $($ToolArgs -join ' ') failed with exit code $LASTEXITCODE" }
 }
 
+# Creates a directory whose DACL is SYSTEM and Administrators only, protected from inheritance, at creation.
+function New-AdminOnlyDirectory([string]$Path) {
+  $sec = New-Object System.Security.AccessControl.DirectorySecurity
+  $sec.SetSecurityDescriptorSddlForm('D:P(A;OICI;GA;;;SY)(A;OICI;GA;;;BA)')
+  if ($PSVersionTable.PSEdition -eq 'Core') {
+    # PowerShell 7 (.NET 6+): the overload moved to FileSystemAclExtensions.
+    [System.IO.FileSystemAclExtensions]::CreateDirectory($sec, $Path) | Out-Null
+  } else {
+    [System.IO.Directory]::CreateDirectory($Path, $sec) | Out-Null
+  }
+}
+
 function Install-Blockspeaker {
   if (-not (Test-Path $Exe)) { throw "$Exe not found: run this script from the unpacked dist\windows folder" }
   $nssmExe = Find-Nssm
-  # State and config: SYSTEM and Administrators only (not the inherited Users read access).
-  New-Item -ItemType Directory -Force -Path $StateDir | Out-Null
+  # State and config: SYSTEM and Administrators only (not the inherited Users read access). A new directory is
+  # created with that DACL in one call, so there is no moment when Users could plant an entry in it (the daemon does
+  # the same with CreateDirectoryW); an existing one is tightened by icacls, which the admin running this asked for.
+  if (-not (Test-Path $StateDir)) { New-AdminOnlyDirectory $StateDir }
   Invoke-Tool 'icacls.exe' @($StateDir, '/inheritance:r', '/grant:r', '*S-1-5-18:(OI)(CI)F', '*S-1-5-32-544:(OI)(CI)F')
   if (-not (Test-Path $Config)) {
     Copy-Item (Join-Path $Here 'node.yaml') $Config

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { projectRoot } from '../../packaging/windows/wine.ts';
 import { requirePeers } from '../store/etcd-harness.ts';
+import { ADMIN_ONLY_DIR_SDDL } from '../../src/platform/dir-acl.ts';
 
 const scriptPath = path.join(projectRoot, 'packaging', 'windows', 'install.ps1');
 const script = fs.readFileSync(scriptPath, 'utf8');
@@ -100,7 +101,7 @@ t.test('install.ps1 installs the service the README describes', async (t) => {
   // Every "nssm set" names a parameter NSSM knows, and the ones that make the service right are there.
   const sets = [...script.matchAll(/@\('set', \$ServiceName, '(\w+)'(?:, ([^)]*))?\)/g)].map((m) => [m[1]!, (m[2] ?? '').trim()]);
   const known = ['AppParameters', 'AppDirectory', 'DisplayName', 'ObjectName', 'Start', 'AppStopMethodConsole', 'AppExit',
-    'AppRestartDelay', 'AppStdout', 'AppStderr', 'AppRotateFiles', 'AppRotateBytes'];
+    'AppRestartDelay', 'AppStdout', 'AppStderr', 'AppRotateFiles', 'AppRotateBytes', 'AppEnvironmentExtra'];
   for (const [name] of sets) t.ok(known.includes(name), `nssm parameter ${name} exists`);
   const set = Object.fromEntries(sets);
   t.equal(set.AppParameters, '"run -c `"$Config`""', 'runs: blockspeaker.exe run -c <config>');
@@ -115,6 +116,23 @@ t.test('install.ps1 installs the service the README describes', async (t) => {
   t.ok(failure, 'sc.exe failure with reset= and actions=');
   t.match(failure?.[2], /^restart\/\d+(\/restart\/\d+)*$/, 'restart actions with delays');
   t.match(script, /'failureflag', \$ServiceName, '1'/, 'failure actions also on a non-crash error exit');
+});
+
+t.test('install.ps1 creates the state directory with the daemon\'s DACL, not open for a moment', async (t) => {
+  const fn = /function New-AdminOnlyDirectory\(\[string\]\$Path\) \{([\s\S]*?)\n\}/.exec(script)?.[1] ?? '';
+  t.ok(fn, 'New-AdminOnlyDirectory is defined');
+  const sddl = /SetSecurityDescriptorSddlForm\('([^']+)'\)/.exec(fn)?.[1];
+  t.equal(sddl, ADMIN_ONLY_DIR_SDDL, 'the same protected SDDL the daemon gives CreateDirectoryW');
+  // Windows PowerShell 5.1 (.NET Framework) has Directory.CreateDirectory(path, security); PowerShell 7 moved it.
+  t.match(fn, /\[System\.IO\.Directory\]::CreateDirectory\(\$Path, \$sec\)/, 'the .NET Framework overload');
+  t.match(fn, /\[System\.IO\.FileSystemAclExtensions\]::CreateDirectory\(\$sec, \$Path\)/, 'the .NET 6+ extension');
+  const install = script.slice(script.indexOf('function Install-Blockspeaker'));
+  const create = install.indexOf('New-AdminOnlyDirectory $StateDir');
+  t.ok(create > 0, 'Install creates the state directory through it');
+  t.match(install, /if \(-not \(Test-Path \$StateDir\)\) \{ New-AdminOnlyDirectory \$StateDir \}/, 'only when it is missing');
+  t.notMatch(install, /New-Item -ItemType Directory[^\n]*\$StateDir/, 'no plain New-Item of the state directory');
+  const icacls = install.indexOf("Invoke-Tool 'icacls.exe' @($StateDir");
+  t.ok(icacls > create, 'an existing directory is still tightened by icacls, after');
 });
 
 t.test('the packaged copy is the source copy', async (t) => {

@@ -2,9 +2,9 @@
 // for the BGP peers it must be a restart, not the node going away: the session closes without a NOTIFICATION, so a
 // graceful-restart peer keeps this node's routes (RFC 4724) until the daemon is back.
 //
-// blockspeaker.exe runs under wine with an in-process speaker on Linux as its peer. Fails until Ctrl+C is mapped to
-// a restart (issue 12, process control in src/cli/run.ts); until then the stop sends Cease and the peer drops the
-// routes at once.
+// blockspeaker.exe runs under wine with an in-process speaker on Linux as its peer. Ctrl+C maps to a restart through
+// the platform module's control mapping (src/platform/platform.ts, used by src/cli/run.ts); were it mapped to the
+// node going away, the stop would send Cease and the peer would drop the routes at once, which this test catches.
 import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
