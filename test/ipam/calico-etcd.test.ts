@@ -96,14 +96,23 @@ t.test('a Linux node with strict_affinity off borrows while calico-node allocate
   const calB = new CalicoWriter(await openStore(etcd.url), 'linux-b', '10.244.0.0/24', 26);
   t.teardown(() => Promise.all([calA.store.close(), calB.store.close()]));
 
-  // 3 writers x 8 held handles x 20 = 480 wanted > 256 in the pool: blocks run out, everyone borrows.
+  // calico-node's two hosts first claim every block of the pool (two each, room left in them), so blockspeaker has
+  // no block to claim and must borrow whatever it gets; which writer claims how many blocks in a free-for-all is a
+  // race, and a faster claim (one transaction) can leave blockspeaker with blocks enough to never borrow.
+  const pre = new Map<string, string[]>();
+  for (const [w, tag] of [[calA, 'pa'], [calB, 'pb']] as const) {
+    for (const i of [0, 1]) pre.set(`${tag}-${i}`, await w.assign(40, `${tag}-${i}`));
+  }
+  const preBlocks = (await ipam.blocks()).map((x) => x.affinity);
+  t.same(preBlocks.filter((h) => h === 'linux-a' || h === 'linux-b').length, 4, 'calico-node holds all 4 blocks before blockspeaker asks');
+  // Then 3 writers x 8 held handles x 20 = 480 wanted > the 96 left: everyone borrows from the others' blocks.
   const [ours, a, b] = await Promise.all([
     churn(16, 20, async (n, h) => (await ipam.autoAssign({ host: 'linux-d', num4: n, handle: h })).ipv4.map((x) => x.ip), (h) => ipam.releaseByHandle(h), 'bs'),
     churn(16, 20, (n, h) => calA.assign(n, h), (h) => calA.releaseByHandle(h), 'ca'),
     churn(16, 20, (n, h) => calB.assign(n, h), (h) => calB.releaseByHandle(h), 'cb'),
   ]);
   t.comment(`Calico writers met ${calA.conflicts + calB.conflicts} compare-and-swap conflicts`);
-  const total = noDuplicates(t, [ours, a, b]);
+  const total = noDuplicates(t, [pre, ours, a, b]);
   t.ok(total > 200, `the pool was filled (${total} of 256)`);
   const ourBlocks = (await ipam.blocks()).filter((x) => x.affinity === 'linux-d').map((x) => parsePrefix(x.cidr));
   const borrowed = [...ours.values()].flat().filter((ip) => !ourBlocks.some((p) => prefixContainsIP(p, parseIP(ip))));
