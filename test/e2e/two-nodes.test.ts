@@ -140,7 +140,19 @@ ipc: { path: ${sock} }
       throw new Error(`${(e as Error).message}\n${await birdc('show', 'protocols')}\n${logs()}`);
     }
     t.pass('BIRD has both nodes Established');
-    for (const d of daemons) t.match(await status(d.ns, '/readyz'), { ready: true }, `${d.name} ready`);
+    // Established at the ToR does not imply the status endpoint is up yet (it opens after the speaker starts): wait.
+    for (const d of daemons) {
+      let last: unknown = null;
+      try {
+        await waitFor(async () => {
+          last = await status(d.ns, '/readyz').catch((e: Error) => e.message);
+          return (last as { ready?: boolean })?.ready === true;
+        }, { what: `${d.name} /readyz`, timeoutMs: 30_000 });
+      } catch (e) {
+        throw new Error(`${(e as Error).message}: last answer ${JSON.stringify(last)}\n${logs()}`);
+      }
+      t.match(last, { ready: true }, `${d.name} ready`);
+    }
 
     // ---- pods through the bridge plugin
     const podNames: Netns[] = [];
