@@ -95,7 +95,7 @@ for (const { kind, connector, gtsm } of CASES) {
 
 {
   const i = ++n;
-  t.test('GTSM on one side only (FRR hops 1, we send at the default TTL): never Established', { skip: gate }, async (t) => {
+  t.test('GTSM on one side only (FRR hops 1, we send at the default TTL): no lasting session', { skip: gate }, async (t) => {
     const { L, P, peer, us } = await lab(t, { kind: 'frr', name: `gtsmx${i}`, connector: 'us', theirs: { ttlSecurity: 1 }, ours: {} }, i);
     // FRR drops what we send below TTL 255: our connection attempts or OPENs go unanswered until they fail.
     const st = await us.wait(async () => {
@@ -103,7 +103,11 @@ for (const { kind, connector, gtsm } of CASES) {
       return ((p.connectAttempts ?? 0) >= 2 || p.lastError !== null) && p;
     }, 'an attempt failed', { peers: [peer], timeoutMs: 60_000 });
     t.not(st.state, 'Established');
-    t.equal(st.flaps, 0, 'never was Established');
+    // FRR puts its minimum TTL on an accepted connection's socket after accepting it, so now and then (CI saw it
+    // at load 2) our first segments get through and a session comes up before FRR starts dropping them: what holds
+    // is that no session lasts, not that none ever forms (our side sets its minimum TTL before connecting, so
+    // test/interop/gtsm-2hop's one-sided case, GTSM on ours, does check that none ever forms).
+    t.comment(`flaps before the check: ${st.flaps}`);
     t.not(await peer.state(L.v4), 'Established');
   });
 }
