@@ -17,6 +17,9 @@ import { AttrInterner, defaultInterner, type PathAttrs } from './attrs.ts';
 import { selectBest, type BestPathOptions, type Path, type PeerInfo } from './bestpath.ts';
 import type { PrefixList } from './prefixlist.ts';
 import { Trie, type TrieOptions } from './trie.ts';
+import { AdjRibOut, exportBatch, exportList, exportTable, type ExportHost } from './adj-rib-out.ts';
+
+export { AdjRibOut } from './adj-rib-out.ts';
 
 export type ImportPolicy = (prefix: Prefix, attrs: PathAttrs, source: string) => PathAttrs | null;
 /** `multipath` is valid during the call only (with one path it is an array the RIB reuses). */
@@ -182,6 +185,9 @@ class Table {
   private top = 0;
   private freeHead = NONE;
   live = 0;
+  // How many Adj-RIB-Outs hold each record (a segment made when its first record is held): a held record keeps
+  // its id, so the Adj-RIB-Outs can be arrays indexed by it.
+  private pinSegs: (Int32Array | undefined)[] = [];
 
   constructor(readonly family: Family, trieOpts: TrieOptions | undefined) {
     this.trie = new Trie(family, trieOpts);
@@ -248,11 +254,32 @@ class Table {
     return r;
   }
 
-  /** Remove an (empty) record from the trie and recycle it. */
+  pins(r: number): number {
+    const s = this.pinSegs[r >>> SEG_SHIFT];
+    return s === undefined ? 0 : s[r & SEG_MASK];
+  }
+
+  /** Add `d` (+1 or -1) to the record's holders; returns the new count. */
+  pin(r: number, d: number): number {
+    let s = this.pinSegs[r >>> SEG_SHIFT];
+    if (s === undefined) {
+      while (this.pinSegs.length <= r >>> SEG_SHIFT) this.pinSegs.push(undefined);
+      s = this.pinSegs[r >>> SEG_SHIFT] = new Int32Array(SEG);
+    }
+    return (s[r & SEG_MASK] += d);
+  }
+
+  /** Whether a record can be recycled: no paths, not in the current batch, held by no Adj-RIB-Out. */
+  unused(r: number): boolean {
+    return this.isLive(r) && this.head(r) === NONE && !this.isPending(r) && this.pins(r) === 0;
+  }
+
+  /** Remove an (empty, unheld) record from the trie and recycle it. */
   remove(r: number): void {
     const s = this.segs[r >>> SEG_SHIFT];
     const o = (r & SEG_MASK) * this.stride;
     const len = s[o + this.wpr] & LEN_MASK;
+    if (this.pins(r) !== 0) throw new Error(`RIB: record ${r} recycled while an Adj-RIB-Out holds it`);
     if (this.wpr === 1) this.trie.deleteWords(s[o] >>> 0, 0, 0, 0, len);
     else this.trie.deleteWords(s[o] >>> 0, s[o + 1] >>> 0, s[o + 2] >>> 0, s[o + 3] >>> 0, len);
     s[o + this.wpr] = FREE_LEN;
@@ -270,7 +297,9 @@ class Table {
   }
 
   recordBytes(): number {
-    return this.segs.length * SEG * this.stride * 4;
+    let n = this.segs.length * SEG * this.stride * 4;
+    for (const p of this.pinSegs) if (p) n += p.byteLength;
+    return n;
   }
 }
 
@@ -366,6 +395,11 @@ export class RibChangeBatch implements Iterable<RibChange> {
 
   typeAt(i: number): RibChange['type'] {
     return CHANGE_TYPES[this.types[i]];
+  }
+
+  /** The record key of change i (record * 2 + family index), for the Adj-RIB-Out. */
+  keyAt(i: number): number {
+    return this.keys[i];
   }
 
   prefixAt(i: number): Prefix {
@@ -465,6 +499,7 @@ export class Rib {
     this.maxPaths = Math.max(1, opts.bestPath?.maxPaths ?? 1);
     this.schedule = opts.schedule;
     this.tables = [new Table(4, opts.trie), new Table(6, opts.trie)];
+    Object.assign(this.host, { interner: this.interner, maxPaths: this.maxPaths });
   }
 
   // ---- sources ----------------------------------------------------------------------------------------------
@@ -790,7 +825,7 @@ export class Rib {
 
   private dropIfEmpty(fi: number, t: Table, r: number): void {
     // A prefix waiting in the batch keeps its record until flush, so later changes in the batch coalesce with it.
-    if (t.head(r) === NONE && !t.isPending(r)) t.remove(r);
+    if (t.unused(r)) t.remove(r);
   }
 
   /** Re-run selection for a record and reorder its list: best, rest of multipath, others. */
@@ -909,17 +944,23 @@ export class Rib {
     }
     for (const s of this.retiredSources) this.freeSources.push(s);
     this.retiredSources = [];
-    if (c > 0 && this.subscribers.size > 0) {
-      const batch = new RibChangeBatch(this.view, keys, types, srcs, c);
-      for (const fn of [...this.subscribers]) fn(batch);
+    this.flushing++; // records the subscribers' Adj-RIB-Outs let go are recycled after the batch, not under it
+    try {
+      if (c > 0 && this.subscribers.size > 0) {
+        const batch = new RibChangeBatch(this.view, keys, types, srcs, c);
+        for (const fn of [...this.subscribers]) fn(batch);
+      }
+    } finally {
+      this.flushing--;
     }
     // Only now: withdrawn prefixes keep their records (and so their words) while the subscribers read the batch.
     for (let i = 0; i < n; i++) if (log.beforeSrc[i] !== NONE) this.interner.releaseId(log.beforeEff[i]);
     for (let j = 0; j < ne; j++) {
       const t = this.tables[empties[j] & 1];
       const r = empties[j] >>> 1;
-      if (t.isLive(r) && t.head(r) === NONE && !t.isPending(r)) t.remove(r);
+      if (t.unused(r)) t.remove(r);
     }
+    if (this.flushing === 0) this.freeDeferred();
     this.emptyScratch = empties;
     for (const sig of log.multi.values()) for (let j = 3; j < sig.length; j += 2) this.interner.releaseId(sig[j]);
     log.multi.clear();
@@ -1109,12 +1150,12 @@ export class Rib {
     return { source: st.name, attrs: this.interner.get(E.eff(e)), peer: st.peer, stale: (E.flags(e) & STALE) !== 0 };
   }
 
-  // ---- Adj-RIB-Out ------------------------------------------------------------------------------------------
+  // ---- Adj-RIB-Out (adj-rib-out.ts) -------------------------------------------------------------------------
 
   /** The Adj-RIB-Out of a peer (created on first use). */
   adjRibOut(peer: string): AdjRibOut {
     let a = this.adjOut.get(peer);
-    if (!a) this.adjOut.set(peer, (a = new AdjRibOut(this.interner)));
+    if (!a) this.adjOut.set(peer, (a = new AdjRibOut(this.host)));
     return a;
   }
 
@@ -1131,25 +1172,7 @@ export class Rib {
    */
   exportChanges(peer: string, changes: RibChangeBatch | Iterable<RibChange>, policy: ExportPolicy): ExportUpdate {
     const out = this.adjRibOut(peer);
-    const u: ExportUpdate = { announce: new Map(), withdraw: [] };
-    if (changes instanceof RibChangeBatch) {
-      // A route whose best path came from this very peer is never sent back to it (the speaker's policy says so
-      // too): decided from the source name alone, so a table learned from the peer costs no change objects.
-      for (let i = 0; i < changes.length; i++) {
-        if (changes.sourceAt(i) === peer) {
-          if (out.size > 0) out.applyTo(u, changes.prefixAt(i), null);
-          continue;
-        }
-        const ch = changes.at(i);
-        out.applyTo(u, ch.prefix, ch.best ? policy(ch.prefix, ch.best, ch.multipath ?? oneOf(ch.best)) : null);
-      }
-      return u;
-    }
-    for (const ch of changes) {
-      const attrs = ch.best && ch.best.source !== peer ? policy(ch.prefix, ch.best, ch.multipath ?? [ch.best]) : null;
-      out.applyTo(u, ch.prefix, attrs);
-    }
-    return u;
+    return changes instanceof RibChangeBatch ? exportBatch(out, peer, changes, policy) : exportList(out, peer, changes, policy);
   }
 
   /**
@@ -1157,62 +1180,78 @@ export class Rib {
    * exportChanges, routes whose best path came from `peer` are not sent back to it.
    */
   exportAll(peer: string, policy: ExportPolicy): ExportUpdate {
-    const out = this.adjRibOut(peer);
-    const u: ExportUpdate = { announce: new Map(), withdraw: [] };
-    // Every session that comes up walks the whole table: no RibRoute per prefix, routes from `peer` itself are
-    // skipped before any object is made, and consecutive routes with the same best path (one peer's UPDATE, one
-    // local aggregate run) share one Path object.
-    const E = this.e;
-    const self = this.sourceIdx.get(peer) ?? NONE;
-    const hadRoutes = out.size > 0; // a session that just came up has none: nothing it holds can be gone
-    let lastSrc = NONE;
-    let lastEff = NONE;
-    let lastFlags = 0;
-    let lastPath: Path | null = null;
-    for (const t of this.tables) {
-      if (t.live === 0) continue; // an empty trie still has its fixed root levels to walk
-      t.trie.forEachValue((r) => {
-        const h = t.head(r);
-        if (h === NONE || (E.flags(h) & BEST) === 0) return;
-        const src = E.src(h);
-        if (src === self) {
-          if (hadRoutes) out.applyTo(u, t.prefix(r), null);
-          return;
-        }
-        const prefix = t.prefix(r);
-        if (this.maxPaths > 1) {
-          const mp = this.multipathOf(t, r);
-          out.applyTo(u, prefix, policy(prefix, mp[0], mp));
-          return;
-        }
-        const eff = E.eff(h);
-        const flags = E.flags(h) & STALE;
-        if (lastPath === null || src !== lastSrc || eff !== lastEff || flags !== lastFlags) {
-          lastPath = this.pathOf(h);
-          lastSrc = src;
-          lastEff = eff;
-          lastFlags = flags;
-        }
-        out.applyTo(u, prefix, policy(prefix, lastPath, oneOf(lastPath)));
-      });
-    }
-    const gone: Prefix[] = [];
-    if (hadRoutes) for (const { prefix } of out.entries()) {
-      const t = this.table(prefix.family);
-      const r = t.find(prefix);
-      if (r === NONE || !this.hasBest(t, r)) gone.push(prefix);
-    }
-    for (const p of gone) out.applyTo(u, p, null);
-    return u;
+    return exportTable(this.host, this.adjRibOut(peer), peer, policy);
   }
-}
 
-// The multipath argument of an export policy when there is one path: one array reused for every call (a policy
-// reads it during the call only), where a fresh [best] per route per peer was most of an export's garbage.
-const ONE: Path[] = [];
-function oneOf(best: Path): readonly Path[] {
-  ONE[0] = best;
-  return ONE;
+  /** Recycle records an Adj-RIB-Out let go of during a flush, once the batch is done. */
+  private freeDeferred(): void {
+    const d = this.deferred;
+    for (let i = 0; i < d.length; i++) {
+      const t = this.tables[d[i] & 1];
+      if (t.unused(d[i] >>> 1)) t.remove(d[i] >>> 1);
+    }
+    d.length = 0;
+  }
+
+  private flushing = 0;
+  private readonly deferred: number[] = []; // record keys let go during a flush
+  private lastPath: Path | null = null;
+  private lastSrc = NONE;
+  private lastEff = NONE;
+  private lastFlags = 0;
+
+  // What the Adj-RIB-Outs and the exports read: records, pins and best paths, without the RIB's internals.
+  private readonly host: ExportHost = {
+    interner: null as unknown as AttrInterner, // set in the constructor (field initialisers run before it)
+    maxPaths: 1,
+    recordOf: (p, create) => {
+      const t = this.table(p.family);
+      return create ? t.findOrAdd(p) : t.find(p);
+    },
+    prefixOf: (fi, r) => this.tables[fi].prefix(r),
+    pin: (fi, r) => {
+      this.tables[fi].pin(r, 1);
+    },
+    unpin: (fi, r) => {
+      const t = this.tables[fi];
+      if (t.pin(r, -1) !== 0 || !t.unused(r)) return;
+      if (this.flushing > 0) this.deferred.push(r * 2 + fi);
+      else t.remove(r);
+    },
+    highWater: (fi) => this.tables[fi].highWater,
+    bestSource: (fi, r) => {
+      const t = this.tables[fi];
+      return t.isLive(r) && this.hasBest(t, r) ? this.e.src(t.head(r)) : NONE;
+    },
+    sourceIndex: (name) => this.sourceIdx.get(name) ?? NONE,
+    forEachBest: (fn) => {
+      this.lastPath = null;
+      for (let fi = 0; fi < 2; fi++) {
+        const t = this.tables[fi];
+        if (t.live === 0) continue; // an empty trie still has its fixed root levels to walk
+        t.trie.forEachValue((r) => {
+          if (this.hasBest(t, r)) fn(fi, r);
+        });
+      }
+      this.lastPath = null;
+    },
+    bestPath: (fi, r) => {
+      // Consecutive routes with the same best path (one peer's UPDATE, one local aggregate run) share one object.
+      const E = this.e;
+      const h = this.tables[fi].head(r);
+      const src = E.src(h);
+      const eff = E.eff(h);
+      const flags = E.flags(h) & STALE;
+      if (this.lastPath === null || src !== this.lastSrc || eff !== this.lastEff || flags !== this.lastFlags) {
+        this.lastPath = this.pathOf(h);
+        this.lastSrc = src;
+        this.lastEff = eff;
+        this.lastFlags = flags;
+      }
+      return this.lastPath;
+    },
+    multipath: (fi, r) => this.multipathOf(this.tables[fi], r),
+  };
 }
 
 function samePeer(a: PeerInfo, b: PeerInfo): boolean {
@@ -1221,79 +1260,3 @@ function samePeer(a: PeerInfo, b: PeerInfo): boolean {
     (a.address === b.address || (a.address !== null && b.address !== null && ipEquals(a.address, b.address)))
   );
 }
-
-// ---- Adj-RIB-Out ----------------------------------------------------------------------------------------------
-
-/** What we advertised to one peer: prefix -> interned attributes, so export sends only differences. */
-export class AdjRibOut {
-  // Only exact lookups here, so a small directly-indexed root level is enough (saves ~0.5 MB per peer). Made on
-  // first announcement: a session of one family never needs the other's, and a new session's exportAll is cheaper.
-  private readonly tries: [Trie | null, Trie | null] = [null, null];
-
-  constructor(private readonly interner: AttrInterner) {}
-
-  get size(): number {
-    return (this.tries[0]?.size ?? 0) + (this.tries[1]?.size ?? 0);
-  }
-
-  get(prefix: Prefix): PathAttrs | undefined {
-    const id = this.tries[prefix.family === 4 ? 0 : 1]?.get(prefix) ?? NONE;
-    return id === NONE ? undefined : this.interner.get(id);
-  }
-
-  /**
-   * Record that `attrs` (null: nothing) is now what the peer should have for `prefix`. Returns 'announce' or
-   * 'withdraw' when that differs from what it has, null when unchanged.
-   */
-  set(prefix: Prefix, attrs: PathAttrs | null): 'announce' | 'withdraw' | null {
-    if (attrs === null && !this.tries[prefix.family === 4 ? 0 : 1]) return null;
-    const t = this.trie(prefix);
-    const old = t.get(prefix);
-    if (attrs === null) {
-      if (old === NONE) return null;
-      t.delete(prefix);
-      this.interner.releaseId(old);
-      return 'withdraw';
-    }
-    const id = this.interner.internId(attrs);
-    if (id === old) {
-      this.interner.releaseId(id);
-      return null;
-    }
-    t.insert(prefix, id);
-    if (old !== NONE) this.interner.releaseId(old);
-    return 'announce';
-  }
-
-  /** set() and add the result to an ExportUpdate. */
-  applyTo(u: ExportUpdate, prefix: Prefix, attrs: PathAttrs | null): void {
-    const r = this.set(prefix, attrs);
-    if (r === 'withdraw') u.withdraw.push(prefix);
-    else if (r === 'announce') {
-      const canon = this.get(prefix)!;
-      const list = u.announce.get(canon);
-      if (list) list.push(prefix);
-      else u.announce.set(canon, [prefix]);
-    }
-  }
-
-  /** Everything advertised, in prefix order. */
-  *entries(): IterableIterator<{ prefix: Prefix; attrs: PathAttrs }> {
-    for (const t of this.tries) if (t) for (const { prefix, value } of t.entries()) yield { prefix, attrs: this.interner.get(value) };
-  }
-
-  /** Forget everything (releasing the attribute references). */
-  clear(): void {
-    for (const t of this.tries) {
-      if (!t) continue;
-      for (const { value } of t.entries()) this.interner.releaseId(value);
-      t.clear();
-    }
-  }
-
-  private trie(p: Prefix): Trie {
-    const i = p.family === 4 ? 0 : 1;
-    return (this.tries[i] ??= new Trie(p.family, { rootBits: 8 }));
-  }
-}
-
