@@ -94,6 +94,7 @@ const FREE_LEN = 255; // record length marker for a free record
 const LEN_MASK = 0xff;
 const PENDING = 0x100; // record flag: in the change feed's current batch
 const MAX_SOURCES = 0xffff;
+const SHARED_PREFIXES = 1 << 16; // records per family whose Prefix object is kept for sharing (Table.sharedPrefix)
 
 // ---- path entry pool ----------------------------------------------------------------------------------------
 
@@ -188,6 +189,10 @@ class Table {
   // How many Adj-RIB-Outs hold each record (a segment made when its first record is held): a held record keeps
   // its id, so the Adj-RIB-Outs can be arrays indexed by it.
   private pinSegs: (Int32Array | undefined)[] = [];
+  // One immutable Prefix per record for the exports and the change feed, shared by every peer's queue (100 peers
+  // made 100 copies of each). Bounded: a full table keeps making fresh ones past the first SHARED_PREFIXES records
+  // rather than holding a million objects for good.
+  private shared: (Prefix | undefined)[] = [];
 
   constructor(readonly family: Family, trieOpts: TrieOptions | undefined) {
     this.trie = new Trie(family, trieOpts);
@@ -284,6 +289,7 @@ class Table {
     else this.trie.deleteWords(s[o] >>> 0, s[o + 1] >>> 0, s[o + 2] >>> 0, s[o + 3] >>> 0, len);
     s[o + this.wpr] = FREE_LEN;
     s[o + this.wpr + 1] = this.freeHead;
+    if (r < this.shared.length) this.shared[r] = undefined;
     this.freeHead = r;
     this.live--;
   }
@@ -294,6 +300,17 @@ class Table {
     return this.wpr === 1
       ? new Prefix(4, s[o] >>> 0, 0, 0, 0, s[o + 1] & LEN_MASK)
       : new Prefix(6, s[o] >>> 0, s[o + 1] >>> 0, s[o + 2] >>> 0, s[o + 3] >>> 0, s[o + 4] & LEN_MASK);
+  }
+
+  /** The record's prefix, one shared object per record (do not modify it). */
+  sharedPrefix(r: number): Prefix {
+    if (r >= SHARED_PREFIXES) return this.prefix(r);
+    let p = this.shared[r];
+    if (p === undefined) {
+      while (this.shared.length <= r) this.shared.push(undefined);
+      p = this.shared[r] = this.prefix(r);
+    }
+    return p;
   }
 
   recordBytes(): number {
@@ -463,7 +480,7 @@ export class Rib {
   private scheduled = false;
   private mutationCount = 0; // best-path-relevant changes seen by capture(), for RibChangeBatch.sourceAt
   private readonly view: BatchView = {
-    prefix: (key) => this.tables[key & 1].prefix(key >>> 1),
+    prefix: (key) => this.tables[key & 1].sharedPrefix(key >>> 1),
     sourceName: (index) => this.sources[index]!.name,
     currentSource: (key) => {
       const t = this.tables[key & 1];
@@ -1208,7 +1225,7 @@ export class Rib {
       const t = this.table(p.family);
       return create ? t.findOrAdd(p) : t.find(p);
     },
-    prefixOf: (fi, r) => this.tables[fi].prefix(r),
+    prefixOf: (fi, r) => this.tables[fi].sharedPrefix(r),
     pin: (fi, r) => {
       this.tables[fi].pin(r, 1);
     },
