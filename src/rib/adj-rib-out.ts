@@ -34,13 +34,11 @@ export interface RecordHost {
 /** The RIB side of a full export: the table walked in prefix order, best paths as objects. */
 export interface ExportHost extends RecordHost {
   readonly maxPaths: number;
-  /** Highest record id + 1 of a family (records below it may be free). */
-  highWater(fi: number): number;
   /** The source index of a record's best path, NONE when it has none (or the record is free). */
   bestSource(fi: number, r: number): number;
   /** The source index of a source name, NONE when unknown. */
   sourceIndex(name: string): number;
-  /** Call fn(fi, r) for every record with a best path, in prefix order. */
+  /** Call fn(fi, r) for every record with a best path (IPv4 first, in record order). */
   forEachBest(fn: (fi: number, r: number) => void): void;
   /** The best path of a record as an object; consecutive records with the same best path may share one. */
   bestPath(fi: number, r: number): Path;
@@ -259,7 +257,7 @@ export function exportList(out: AdjRibOut, peer: string, changes: Iterable<RibCh
 
 /**
  * Full export to a peer (session up, route refresh, policy change): everything that differs from its Adj-RIB-Out,
- * the policy asked in prefix order. Routes whose best path came from `peer` are not sent back to it.
+ * the policy asked once per route (in record order). Routes whose best path came from `peer` are not sent back to it.
  */
 export function exportTable(host: ExportHost, out: AdjRibOut, peer: string, policy: ExportPolicy): ExportUpdate {
   const u: ExportUpdate = { announce: new Map(), withdraw: [] };

@@ -84,7 +84,8 @@ t.test('exportAll equals the oracle built from entries(), for every peer, with a
         if (r.best.attrs.asPath[0].asns.length === 3) continue;
         want.push(`${formatPrefix(r.prefix)} 65010 ${r.best.attrs.asPath[0].asns.join(' ')}`);
       }
-      t.strictSame(seen, asked, 'the policy is asked about the same routes, in the same order');
+      // (In record order, not prefix order: the full export walks the record arrays, not the trie.)
+      t.strictSame([...seen].sort(), [...asked].sort(), 'the policy is asked once about each route');
       t.strictSame(flat(u), { announce: want.sort(), withdraw: [] });
     }
     // After more changes, exportAll sends exactly the difference against what the peer was sent.
