@@ -235,6 +235,13 @@ export class Session extends EventEmitter<SessionEvents> {
     return this.writable;
   }
 
+  /** Send `buf`, which holds `updates` whole UPDATE messages back to back, in one write (Established only). */
+  sendPacked(buf: Buffer, updates: number): void {
+    if (this.state !== 'Established') return;
+    this.write(buf, updates);
+    this.counters.updatesOut += updates;
+  }
+
   /** End-of-RIB for a family (RFC 4724 2). */
   sendEndOfRib(family: AddressFamily): void {
     if (this.state !== 'Established') return;
@@ -247,7 +254,7 @@ export class Session extends EventEmitter<SessionEvents> {
     return true;
   }
 
-  private write(b: Buffer): void {
+  private write(b: Buffer, messages = 1): void {
     const s = this.socket;
     if (!s || s.destroyed || !s.writable) return;
     if (!this.corked) {
@@ -259,7 +266,7 @@ export class Session extends EventEmitter<SessionEvents> {
         s.uncork();
       });
     }
-    this.counters.messagesOut++;
+    this.counters.messagesOut += messages;
     s.write(b);
   }
 
