@@ -86,8 +86,12 @@ export interface SessionEvents {
   drain: [];
 }
 
-/** Socket write buffer above which `writable` turns false (the speaker stops producing UPDATEs). */
-const HIGH_WATER = 256 * 1024;
+/**
+ * Socket write buffer above which `writable` turns false (the speaker stops producing UPDATEs). The kernel's socket
+ * buffer takes most of a burst; this is what may wait in Node's on top, per peer: with 100 slow peers and the
+ * pump's 64 KiB steps, at most ~12 MB (it was 256 KiB: ~31 MB).
+ */
+const HIGH_WATER = 64 * 1024;
 /** How long a closing socket may take to flush its last NOTIFICATION before it is destroyed. */
 const CLOSE_GRACE_MS = 2000;
 

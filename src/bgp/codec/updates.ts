@@ -181,13 +181,8 @@ export class UpdatePacker {
         const n = fitCount(r, v6, k, room);
         const vlen = 5 + nhl + indexedBytes(r, v6, k, k + n);
         const alen = (vlen > 255 ? 4 : 3) + vlen + block6.length;
-        const at = this.message(23 + alen);
+        let p = this.mpMessage(alen, AttrType.MP_REACH_NLRI, vlen);
         const b = this.buf;
-        w16(b, at + 19, 0);
-        w16(b, at + 21, alen);
-        let p = mpHeader(b, at + 23, AttrType.MP_REACH_NLRI, vlen);
-        p = w16(b, p, Afi.IPV6);
-        b[p++] = Safi.UNICAST;
         b[p++] = nhl;
         p = wIP(b, p, nh);
         if (ll) p = wIP(b, p, ll);
@@ -216,16 +211,21 @@ export class UpdatePacker {
       const n = fitCount(r, v6, k, max - 23 - 4 - 3);
       const vlen = 3 + indexedBytes(r, v6, k, k + n);
       const alen = (vlen > 255 ? 4 : 3) + vlen;
-      const at = this.message(23 + alen);
-      const b = this.buf;
-      w16(b, at + 19, 0);
-      w16(b, at + 21, alen);
-      let p = mpHeader(b, at + 23, AttrType.MP_UNREACH_NLRI, vlen);
-      p = w16(b, p, Afi.IPV6);
-      b[p++] = Safi.UNICAST;
-      writeIndexed(b, p, r, v6, k, k + n);
+      const p = this.mpMessage(alen, AttrType.MP_UNREACH_NLRI, vlen);
+      writeIndexed(this.buf, p, r, v6, k, k + n);
       k += n;
     }
+  }
+
+  /** An UPDATE whose attributes (`alen` octets) start with an IPv6 unicast MP attribute; returns where its value goes on. */
+  private mpMessage(alen: number, type: number, vlen: number): number {
+    const at = this.message(23 + alen);
+    const b = this.buf;
+    w16(b, at + 19, 0);
+    w16(b, at + 21, alen);
+    const p = w16(b, mpHeader(b, at + 23, type, vlen), Afi.IPV6);
+    b[p] = Safi.UNICAST;
+    return p + 1;
   }
 
   /** The packed messages as one Buffer of their own (the scratch is reused), then empty. */
