@@ -1,6 +1,7 @@
 // bench/export-pump: the export side of the bgperf shape in one process, steady enough for an A/B on a busy machine.
 //
 //   npm run bench:export-pump -- [--peers 99] [--senders 100] [--prefixes 100] [--per-flush 10] [--rounds 3]
+//                                [--pump-every N]
 //
 // 99 real TCP connections on loopback (a server reads and drops everything). 100 senders x 100 /24s reach the RIB
 // in flushes of --per-flush prefixes (senders interleaved, as BIRD's one-prefix UPDATEs from 100 sessions arrive),
@@ -25,6 +26,7 @@ const { values: o } = parseArgs({
     prefixes: { type: 'string', default: '100' },
     'per-flush': { type: 'string', default: '10' },
     rounds: { type: 'string', default: '3' },
+    'pump-every': { type: 'string', default: '1' },
   },
 });
 const PEERS = Number(o.peers);
@@ -32,6 +34,8 @@ const SENDERS = Number(o.senders);
 const PREFIXES = Number(o.prefixes);
 const PER_FLUSH = Number(o['per-flush']);
 const ROUNDS = Number(o.rounds);
+/** Packed way only: pump every Nth flush (what an export delay spanning N flushes would do); 1 = every flush. */
+const PUMP_EVERY = Number(o['pump-every']);
 
 /** A socket with the session's write discipline: cork for the rest of the tick, count messages and writes. */
 class Out implements ExportSession {
@@ -112,8 +116,10 @@ async function run(mode: Mode): Promise<{ cpuMs: number; wallMs: number; writes:
   const opts = { fourOctetAs: true };
   const t0 = process.cpuUsage();
   const w0 = performance.now();
-  for (const f of flushes) {
+  for (let fi = 0; fi < flushes.length; fi++) {
+    const f = flushes[fi];
     await new Promise((r) => setImmediate(r));
+    const pumpNow = fi % PUMP_EVERY === PUMP_EVERY - 1 || fi === flushes.length - 1;
     for (let p = 0; p < PEERS; p++) {
       const u = exportFor(p, f);
       const out = c.outs[p];
@@ -125,7 +131,7 @@ async function run(mode: Mode): Promise<{ cpuMs: number; wallMs: number; writes:
         const q = queues[p];
         q.push({ announce: u, withdraw: [] });
         const hooks = { error: (m: string) => { throw new Error(m); }, endOfRibSent: () => {}, resume: () => q.pump(out, opts, hooks) };
-        q.pump(out, opts, hooks);
+        if (pumpNow) q.pump(out, opts, hooks);
       }
     }
   }
@@ -163,5 +169,5 @@ for (const m of ['per-update', 'packed'] as Mode[]) {
 }
 const a = summary['per-update'] as { cpuMs: number };
 const b = summary.packed as { cpuMs: number };
-console.log(`packed / per-update CPU: ${(b.cpuMs / a.cpuMs).toFixed(2)}x  (${PEERS} peers, ${SENDERS} x ${PREFIXES} prefixes, ${PER_FLUSH} per flush; load ${load0.join(' ')})`);
-console.log(JSON.stringify({ bench: 'export-pump', date: new Date().toISOString(), machine: { cpus: cpus().length, node: process.version, loadStart: load0, loadEnd: loadavg().map((x) => Math.round(x * 10) / 10) }, peers: PEERS, senders: SENDERS, prefixes: PREFIXES, perFlush: PER_FLUSH, rounds: ROUNDS, ...summary, cpuRatio: b.cpuMs / a.cpuMs }));
+console.log(`packed / per-update CPU: ${(b.cpuMs / a.cpuMs).toFixed(2)}x  (${PEERS} peers, ${SENDERS} x ${PREFIXES} prefixes, ${PER_FLUSH} per flush, packed pumps every ${PUMP_EVERY}; load ${load0.join(' ')})`);
+console.log(JSON.stringify({ bench: 'export-pump', date: new Date().toISOString(), machine: { cpus: cpus().length, node: process.version, loadStart: load0, loadEnd: loadavg().map((x) => Math.round(x * 10) / 10) }, peers: PEERS, senders: SENDERS, prefixes: PREFIXES, perFlush: PER_FLUSH, pumpEvery: PUMP_EVERY, rounds: ROUNDS, ...summary, cpuRatio: b.cpuMs / a.cpuMs }));
