@@ -9,9 +9,9 @@ import { IP, type Prefix, formatIP, formatPrefix, parseIP, parseIPWithLen, parse
 import { asSequence, makeAttrs, withAttrs, type AttrsInit, type PathAttrs } from '../rib/attrs.ts';
 import { DEFAULT_LOCAL_PREF, type PeerInfo } from '../rib/bestpath.ts';
 import type { PrefixList } from '../rib/prefixlist.ts';
-import { Rib, type ExportPolicy, type ExportUpdate, type ImportPolicy, type RibChangeBatch } from '../rib/rib.ts';
+import { Rib, type ExportPolicy, type ImportPolicy, type RibChangeBatch } from '../rib/rib.ts';
 import {
-  CeaseSubcode, ErrorCode, encodeNotification, encodeUpdates, encodeWithdrawals, endOfRib, shutdownData,
+  CeaseSubcode, ErrorCode, encodeNotification, endOfRib, shutdownData,
   type AttrProblem, type OpenMessage, type UpdateMessage,
 } from './codec/index.ts';
 import type { DownInfo } from './fsm.ts';
@@ -23,6 +23,7 @@ import { compilePrefixList, sameRules, type PrefixFilter, type PrefixRule } from
 import { clusterLoop, reflectedAttrs, reflects } from './reflect.ts';
 import { CommunityTagger, sameAdvertisements, type PrefixAdvertisement } from './communities.ts';
 import { asLoop } from './loops.ts';
+import { ExportQueue } from './export-queue.ts';
 import { RoutePolicy, type PolicyRule } from './route-policy.ts';
 import {
   Session, familyOfAfi, ipv4ToU32, silentLogger, u32ToIPv4, type AddressFamily, type NegotiatedCapabilities,
@@ -241,8 +242,6 @@ export const LOCAL_SOURCE = 'local';
 
 /** How long a helper waits for End-of-RIB after the restarting peer came back (FRR's stalepath-time). */
 const STALE_PATH_TIME = 360;
-/** Prefixes per encode step of the export pump (one step may yield several UPDATEs). */
-const PUMP_CHUNK = 4096;
 
 interface NormPeer {
   key: string;
@@ -274,11 +273,6 @@ interface NormPeer {
   policy: { import?: PolicyRule[]; export?: PolicyRule[] };
 }
 
-type QueueItem =
-  | { kind: 'announce'; attrs: PathAttrs; prefixes: Prefix[]; pos: number }
-  | { kind: 'withdraw'; prefixes: Prefix[]; pos: number }
-  | { kind: 'eor'; family: AddressFamily };
-
 class PeerState {
   session: Session | null = null;
   /** A second, incoming connection during collision detection (RFC 4271 6.8). */
@@ -288,8 +282,7 @@ class PeerState {
   exportFilter: PrefixFilter | null;
   importRP: RoutePolicy | null = null;
   exportRP: RoutePolicy | null = null;
-  queue: QueueItem[] = [];
-  waitingDrain = false;
+  queue = new ExportQueue();
   /** Next hops towards this peer, from the established session. */
   nh4: IP | null = null;
   nh6: IP | null = null;
@@ -441,7 +434,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     for (const p of this.peerMap.values()) {
       for (const s of [p.session, p.incoming]) if (s) this.forget(s);
       p.session = p.incoming = p.established = null;
-      p.queue = [];
+      p.queue.clear();
     }
     this.unsubscribe?.();
     this.unsubscribe = null;
@@ -642,7 +635,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       errors: { treatAsWithdraw: c?.treatAsWithdraw ?? 0, attributeDiscard: c?.attributeDiscard ?? 0 },
       flaps: s?.fsm.flaps ?? 0,
       sendQueue: {
-        prefixes: p.queue.reduce((n, q) => n + (q.kind === 'eor' ? 0 : q.prefixes.length - q.pos), 0),
+        prefixes: p.queue.pendingPrefixes(),
         bytes: p.established?.bufferedBytes ?? 0,
       },
       maxPrefixes: p.maxPrefix?.status() ?? null,
@@ -811,7 +804,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     this.clearGrTimer(p);
     p.maxPrefix?.clear();
     p.session = p.incoming = p.established = null;
-    p.queue = [];
+    p.queue.clear();
   }
 
   /** Drop a session object once its socket has closed. */
@@ -967,8 +960,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     if (s !== p.session) return;
     const neg = s.negotiated!;
     p.established = s;
-    p.queue = [];
-    p.waitingDrain = false;
+    p.queue.clear();
     p.eorReceived.clear();
     p.warnedNoNextHop.clear();
     p.resetExportCache();
@@ -1005,7 +997,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     p.maxPrefix?.reset();
     this.rib.clearAdjRibOut(p.source);
     this.exportAllTo(p);
-    for (const f of neg.families) p.queue.push({ kind: 'eor', family: f });
+    for (const f of neg.families) p.queue.pushEndOfRib(f);
     this.pump(p);
     this.emitStatus(p);
   }
@@ -1016,7 +1008,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       return;
     }
     p.established = null;
-    p.queue = [];
+    p.queue.clear();
     this.rib.clearAdjRibOut(p.source);
     const gr = p.peerGr;
     if (gr && info.notification === null && gr.restartTime > 0 && this.running) {
@@ -1147,7 +1139,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       else groups.set(attrs, [prefix]);
     }
     this.log.info(`peer ${p.cfg.address}: route refresh ${family}: re-sending ${[...groups.values()].reduce((n, l) => n + l.length, 0)} routes`);
-    for (const [attrs, prefixes] of groups) p.queue.push({ kind: 'announce', attrs, prefixes, pos: 0 });
+    for (const [attrs, prefixes] of groups) p.queue.pushAnnounce(attrs, prefixes);
     this.pump(p);
   }
 
@@ -1178,19 +1170,14 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   private onRibChanges(batch: RibChangeBatch): void {
     for (const p of this.peerMap.values()) {
       if (!p.established) continue;
-      this.enqueue(p, this.rib.exportChanges(p.source, batch, this.exportPolicy(p)));
+      p.queue.push(this.rib.exportChanges(p.source, batch, this.exportPolicy(p)));
       this.pump(p);
     }
   }
 
   private exportAllTo(p: PeerState): void {
-    this.enqueue(p, this.rib.exportAll(p.source, this.exportPolicy(p)));
+    p.queue.push(this.rib.exportAll(p.source, this.exportPolicy(p)));
     this.pump(p);
-  }
-
-  private enqueue(p: PeerState, u: ExportUpdate): void {
-    if (u.withdraw.length > 0) p.queue.push({ kind: 'withdraw', prefixes: u.withdraw, pos: 0 });
-    for (const [attrs, prefixes] of u.announce) p.queue.push({ kind: 'announce', attrs, prefixes, pos: 0 });
   }
 
   private exportPolicy(p: PeerState): ExportPolicy {
@@ -1276,41 +1263,19 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     } else p.nh6 = null;
   }
 
-  // ---- the write pump: UPDATEs are encoded only while the socket takes them --------------------------------------
+  // ---- the write pump (src/bgp/export-queue.ts): UPDATEs are encoded only while the socket takes them -------------
 
   private pump(p: PeerState): void {
     const s = p.established;
-    if (!s || p.waitingDrain) return;
+    if (!s) return;
     const neg = s.negotiated!;
-    const opts = { fourOctetAs: neg.fourOctetAs, extendedMessage: neg.extendedMessage };
-    while (p.queue.length > 0) {
-      if (!s.writable) {
-        p.waitingDrain = true;
-        s.onDrain(() => {
-          p.waitingDrain = false;
-          if (p.established === s) this.pump(p);
-        });
-        return;
-      }
-      const item = p.queue[0];
-      if (item.kind === 'eor') {
-        p.queue.shift();
-        s.sendEndOfRib(item.family);
-        this.log.debug(`peer ${p.cfg.address}: sent End-of-RIB ${item.family}`);
-        continue;
-      }
-      const end = Math.min(item.prefixes.length, item.pos + PUMP_CHUNK);
-      const slice = item.pos === 0 && end === item.prefixes.length ? item.prefixes : item.prefixes.slice(item.pos, end);
-      try {
-        const bufs = item.kind === 'announce' ? encodeUpdates(item.attrs, slice, opts) : encodeWithdrawals(slice, opts);
-        s.sendUpdates(bufs);
-      } catch (e) {
-        // An encoder refusal is a bug or an unrepresentable route; skip it rather than wedge the session.
-        this.log.error(`peer ${p.cfg.address}: cannot encode UPDATE: ${(e as Error).message}`);
-      }
-      item.pos = end;
-      if (item.pos >= item.prefixes.length) p.queue.shift();
-    }
+    p.queue.pump(s, { fourOctetAs: neg.fourOctetAs, extendedMessage: neg.extendedMessage }, {
+      error: (m) => this.log.error(`peer ${p.cfg.address}: cannot encode UPDATE: ${m}`),
+      endOfRibSent: (f) => this.log.debug(`peer ${p.cfg.address}: sent End-of-RIB ${f}`),
+      resume: (from) => {
+        if (p.established === from) this.pump(p);
+      },
+    });
   }
 
   private scheduleFlush(): void {

@@ -11,45 +11,11 @@ import {
   type SessionCodecOptions,
 } from './messages.ts';
 import { PrefixReader, prefixWireLen, writePrefix, writePrefix4, type PrefixSource } from './nlri.ts';
+import { mpNextHopLen, newMessage, w16, w32, wIP } from './wire.ts';
 
 export type EncodeOptions = SessionCodecOptions;
 
 const EMPTY = new Uint8Array(0);
-
-// ---- low-level writers --------------------------------------------------------------------------------------
-
-function w16(b: Uint8Array, p: number, v: number): number {
-  b[p] = v >>> 8;
-  b[p + 1] = v;
-  return p + 2;
-}
-
-function w32(b: Uint8Array, p: number, v: number): number {
-  b[p] = v >>> 24;
-  b[p + 1] = v >>> 16;
-  b[p + 2] = v >>> 8;
-  b[p + 3] = v;
-  return p + 4;
-}
-
-function wIP(b: Uint8Array, p: number, ip: IP): number {
-  p = w32(b, p, ip.w0);
-  if (ip.family === 6) {
-    p = w32(b, p, ip.w1);
-    p = w32(b, p, ip.w2);
-    p = w32(b, p, ip.w3);
-  }
-  return p;
-}
-
-/** A message buffer of `len` octets with the header filled in. */
-function newMessage(len: number, type: number): Buffer {
-  const b = Buffer.allocUnsafe(len);
-  b.fill(0xff, 0, 16);
-  w16(b, 16, len);
-  b[18] = type;
-  return b;
-}
 
 function checkLen(len: number, type: number, opts: EncodeOptions, what: string): void {
   const max = maxMessageLen(type, opts.extendedMessage);
@@ -416,16 +382,6 @@ function familyOf(afi: number, safi: number): 4 | 6 {
   throw new EncodeError(`AFI ${afi} SAFI ${safi} is not supported`);
 }
 
-function mpNextHopLen(nextHop: IP | null, linkLocal: IP | null | undefined): number {
-  if (nextHop === null) throw new EncodeError('MP_REACH_NLRI needs a next hop');
-  if (nextHop.family === 4) {
-    if (linkLocal) throw new EncodeError('a link-local next hop needs an IPv6 global next hop');
-    return 4;
-  }
-  if (linkLocal && linkLocal.family !== 6) throw new EncodeError('the link-local next hop must be IPv6');
-  return linkLocal ? 32 : 16;
-}
-
 // ---- UPDATE -------------------------------------------------------------------------------------------------
 
 /** Everything one UPDATE can carry; a decoded UpdateMessage is also an UpdateInput. */
@@ -515,140 +471,6 @@ export function encodeUpdate(u: UpdateInput, opts: EncodeOptions = {}): Buffer {
   b.set(block, p);
   writePrefixes(b, p + block.length, nr, 0, nr.count, 4);
   return b;
-}
-
-/** Header of an MP attribute with a value of `len` octets at p; returns where the value starts. */
-function mpHeader(b: Uint8Array, p: number, type: number, len: number): number {
-  b[p] = ATTR_FLAGS[type] | (len > 255 ? AttrFlag.EXTENDED_LENGTH : 0);
-  b[p + 1] = type;
-  if (len > 255) return w16(b, p + 2, len);
-  b[p + 2] = len;
-  return p + 3;
-}
-
-/** How many prefixes from `from` fit in `room` octets; at least one or an error. */
-function fitCount(r: PrefixReader, idx: readonly number[], from: number, room: number): number {
-  let used = 0;
-  let i = from;
-  while (i < idx.length) {
-    const n = prefixWireLen(r.len(idx[i]));
-    if (used + n > room) break;
-    used += n;
-    i++;
-  }
-  if (i === from) throw new EncodeError(`no room for a prefix: ${room} octets left in the UPDATE`);
-  return i - from;
-}
-
-function splitFamilies(r: PrefixReader): { v4: number[]; v6: number[] } {
-  const v4: number[] = [];
-  const v6: number[] = [];
-  for (let i = 0; i < r.count; i++) (r.family(i) === 4 ? v4 : v6).push(i);
-  return { v4, v6 };
-}
-
-function writeIndexed(b: Uint8Array, p: number, r: PrefixReader, idx: readonly number[], from: number, to: number): number {
-  for (let k = from; k < to; k++) {
-    const i = idx[k];
-    p = r.family(i) === 4
-      ? writePrefix4(b, p, r.word(i, 0), r.len(i))
-      : writePrefix(b, p, r.word(i, 0), r.word(i, 1), r.word(i, 2), r.word(i, 3), r.len(i));
-  }
-  return p;
-}
-
-function indexedBytes(r: PrefixReader, idx: readonly number[], from: number, to: number): number {
-  let n = 0;
-  for (let k = from; k < to; k++) n += prefixWireLen(r.len(idx[k]));
-  return n;
-}
-
-/**
- * Announce `prefixes` with `attrs` in as few UPDATEs as fit (4096 octets, or 65535 with extended messages).
- * IPv4 prefixes go in the classic NLRI field with NEXT_HOP = attrs.nextHop (IPv4); IPv6 prefixes in
- * MP_REACH_NLRI with attrs.nextHop (IPv6 global) and attrs.nextHopLinkLocal if set.
- */
-export function encodeUpdates(attrs: PathAttrs, prefixes: PrefixSource, opts: EncodeOptions = {}): Buffer[] {
-  const r = new PrefixReader(prefixes);
-  const { v4, v6 } = splitFamilies(r);
-  const max = maxMessageLen(MsgType.UPDATE, opts.extendedMessage);
-  const out: Buffer[] = [];
-  if (v4.length > 0) {
-    const block = encodePathAttributes(attrs, opts, true);
-    const room = max - 23 - block.length;
-    for (let k = 0; k < v4.length;) {
-      const n = fitCount(r, v4, k, room);
-      const nlen = indexedBytes(r, v4, k, k + n);
-      const b = newMessage(23 + block.length + nlen, MsgType.UPDATE);
-      w16(b, 19, 0);
-      w16(b, 21, block.length);
-      b.set(block, 23);
-      writeIndexed(b, 23 + block.length, r, v4, k, k + n);
-      out.push(b);
-      k += n;
-    }
-  }
-  if (v6.length > 0) {
-    const nh = attrs.nextHop;
-    if (nh === null || nh.family !== 6) throw new EncodeError('IPv6 NLRI need an IPv6 next hop');
-    const ll = attrs.nextHopLinkLocal;
-    const nhl = mpNextHopLen(nh, ll);
-    const block = encodePathAttributes(attrs, opts, false);
-    // Room assumes the 4-octet attribute header; a short MP_REACH then uses 3 and the message is one octet less.
-    const room = max - 23 - block.length - 4 - 5 - nhl;
-    for (let k = 0; k < v6.length;) {
-      const n = fitCount(r, v6, k, room);
-      const vlen = 5 + nhl + indexedBytes(r, v6, k, k + n);
-      const alen = (vlen > 255 ? 4 : 3) + vlen + block.length;
-      const b = newMessage(23 + alen, MsgType.UPDATE);
-      w16(b, 19, 0);
-      w16(b, 21, alen);
-      let p = mpHeader(b, 23, AttrType.MP_REACH_NLRI, vlen);
-      p = w16(b, p, Afi.IPV6);
-      b[p++] = Safi.UNICAST;
-      b[p++] = nhl;
-      p = wIP(b, p, nh);
-      if (ll) p = wIP(b, p, ll);
-      b[p++] = 0;
-      p = writeIndexed(b, p, r, v6, k, k + n);
-      b.set(block, p);
-      out.push(b);
-      k += n;
-    }
-  }
-  return out;
-}
-
-/** Withdraw `prefixes` in as few UPDATEs as fit: IPv4 in the withdrawn routes field, IPv6 in MP_UNREACH_NLRI. */
-export function encodeWithdrawals(prefixes: PrefixSource, opts: EncodeOptions = {}): Buffer[] {
-  const r = new PrefixReader(prefixes);
-  const { v4, v6 } = splitFamilies(r);
-  const max = maxMessageLen(MsgType.UPDATE, opts.extendedMessage);
-  const out: Buffer[] = [];
-  for (let k = 0; k < v4.length;) {
-    const n = fitCount(r, v4, k, max - 23);
-    const wlen = indexedBytes(r, v4, k, k + n);
-    const b = newMessage(23 + wlen, MsgType.UPDATE);
-    w16(b, 19, wlen);
-    w16(b, writeIndexed(b, 21, r, v4, k, k + n), 0);
-    out.push(b);
-    k += n;
-  }
-  for (let k = 0; k < v6.length;) {
-    const n = fitCount(r, v6, k, max - 23 - 4 - 3);
-    const vlen = 3 + indexedBytes(r, v6, k, k + n);
-    const alen = (vlen > 255 ? 4 : 3) + vlen;
-    const b = newMessage(23 + alen, MsgType.UPDATE);
-    w16(b, 19, 0);
-    w16(b, 21, alen);
-    let p = mpHeader(b, 23, AttrType.MP_UNREACH_NLRI, vlen);
-    p = w16(b, p, Afi.IPV6);
-    b[p++] = Safi.UNICAST;
-    writeIndexed(b, p, r, v6, k, k + n);
-    out.push(b);
-    k += n;
-  }
-  return out;
 }
 
 /** End-of-RIB (RFC 4724 2): an empty UPDATE for IPv4 unicast, else an UPDATE with an empty MP_UNREACH_NLRI. */

@@ -7,3 +7,4 @@ export * from './encode.ts';
 export * from './framer.ts';
 export * from './open.ts';
 export * from './json.ts';
+export * from './updates.ts';
