@@ -1066,28 +1066,22 @@ try {
     };
   }
 
-  if (values['idle-sessions']) {
+  if (values['idle-sessions'] || !values['no-bgperf']) {
+    const idle = values['idle-sessions'];
     const bgLinks = new Map([...links].filter(([k]) => k !== 'sink'));
     let k = 0;
     for (const l of bgLinks.values()) await addBgperfAddresses(l, ++k);
-    const dir = tempDir('idle-sender');
+    const dir = tempDir(idle ? 'idle-sender' : 'bgperf-sender');
     const sender = await startBird(senderNs, dir, bgperfSenderConfig(bgLinks, dir, routerId),
-      async (ctl) => /src100\s+Static\s+master4\s+up/.test(await birdc(ctl, ['show', 'protocols'])), 'idle-sessions sender');
-    log(`idle sessions: ${BGPERF_PEERS} eBGP sessions carrying no routes, RSS per Established session`);
-    json.idleSessions = await idleSessions(sender, bgLinks, receivers);
+      async (ctl) => /src100\s+Static\s+master4\s+up/.test(await birdc(ctl, ['show', 'protocols'])), idle ? 'idle-sessions sender' : 'bgperf sender');
+    if (idle) {
+      log(`idle sessions: ${BGPERF_PEERS} eBGP sessions carrying no routes, RSS per Established session`);
+      json.idleSessions = await idleSessions(sender, bgLinks, receivers);
+    } else {
+      log(`bgperf shape: ${BGPERF_PEERS} peers x ${BGPERF_PREFIXES} prefixes (IPv4) into one receiver, which re-advertises to the other peers`);
+      json.bgperf = Object.fromEntries(await bgperf(sender, bgLinks, receivers));
+    }
     sender.child.kill('SIGKILL');
-  } else if (!values['no-bgperf']) {
-    const bgKinds = receivers;
-    const bgLinks = new Map([...links].filter(([k]) => k !== 'sink'));
-    let k = 0;
-    for (const l of bgLinks.values()) await addBgperfAddresses(l, ++k);
-    const dir = tempDir('bgperf-sender');
-    const sender = await startBird(senderNs, dir, bgperfSenderConfig(bgLinks, dir, routerId),
-      async (ctl) => /src100\s+Static\s+master4\s+up/.test(await birdc(ctl, ['show', 'protocols'])), 'bgperf sender');
-    log(`bgperf shape: ${BGPERF_PEERS} peers x ${BGPERF_PREFIXES} prefixes (IPv4) into one receiver, which re-advertises to the other peers`);
-    const res = await bgperf(sender, bgLinks, bgKinds);
-    sender.child.kill('SIGKILL');
-    json.bgperf = Object.fromEntries(res);
   }
 } catch (e) {
   failed = true;
