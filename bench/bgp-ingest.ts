@@ -6,6 +6,7 @@
 //                               [--receivers blockspeaker,bird,gobgp] [--no-sink] [--no-full] [--no-bgperf]
 //                               [--cpu-prof] [--heap-snapshot] [--node-flags '...'] [--from-source] [--poll-ms MS] [--timeout S] [--keep]
 //                               [--node-args "FLAGS"]   (the same as --node-flags: node flags for the blockspeaker receiver)
+//                               [--prefixes N] (per bgperf peer, default 100) [--idle-sessions] (see below)
 //
 // Needs root, bird2 and gobgpd (apt-get install bird2 gobgpd), curl and nsenter. About 5-6 minutes on 2 cores.
 //
@@ -45,6 +46,9 @@
 // generation costs).
 // --heap-snapshot prints our daemon's /proc/PID/smaps_rollup once it holds every prefix, then has it write a V8 heap
 // snapshot (SIGUSR2) into its temp dir and prints the path (use with --keep; summarise with bench/lib/heapsummary.ts).
+// --idle-sessions (with --no-full) replaces the bgperf run by the same 100 sessions carrying no routes: the receiver's
+// RSS with all 100 Established minus its RSS with them down, per session (with --heap-snapshot also the live JS heap
+// per session, ours only), blockspeaker and BIRD side by side.
 // BENCH_DEBUG=1 prints every poll and the sink's arrival curve on stderr.
 // Human-readable lines first, then one JSON line with every number. Namespaces, daemons and temp dirs are removed at
 // the end, on error and on SIGINT/SIGTERM (the harness's hooks); --keep keeps the temp dirs (configs, logs, stream).
@@ -64,6 +68,7 @@ import {
   cleanupAll, cleanupLeftovers, createLink, missingPrereqs, runInNetns, startPeer, type Link, type Peer,
 } from '../test/interop/harness.ts';
 import { summarizeProfile, type ProfileSummary } from './lib/cpuprofile.ts';
+import { summarize } from './lib/heapsummary.ts';
 import { childrenCpuMs, comm, cpuMs, peakRssMB, rssMB } from './lib/proc.ts';
 
 const execFileP = promisify(execFile);
@@ -77,7 +82,6 @@ const SENDER_AS = 65001;
 const RECEIVER_AS = 65010;
 const STATUS_PORT = 9179;
 const BGPERF_PEERS = 100;
-const BGPERF_PREFIXES = 100;
 
 const { values } = parseArgs({
   options: {
@@ -98,8 +102,12 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '1' },
     keep: { type: 'boolean', default: false },
     'node-args': { type: 'string', default: '' }, // extra node flags for blockspeaker, e.g. --max-semi-space-size=1
+    prefixes: { type: 'string', default: '100' }, // per bgperf peer
+    'idle-sessions': { type: 'boolean', default: false },
   },
 });
+// Per bgperf peer; --idle-sessions measures the sessions alone (0 prefixes).
+const BGPERF_PREFIXES = values['idle-sessions'] ? 0 : Number(values.prefixes);
 
 type Kind = 'sink' | 'blockspeaker' | 'bird' | 'gobgp';
 const receivers = values.receivers!.split(',').map((s) => s.trim()).filter(Boolean) as Kind[];
@@ -477,7 +485,8 @@ async function startBlockspeaker(link: Link, peers: PeerSpec[], name: string): P
       let last = -1;
       for (let i = 0; i < 1200; i++) {
         await sleep(500);
-        const f = readdirSync(dir).find((x) => x.endsWith('.heapsnapshot'));
+        // The newest (node numbers them: Heap.DATE.TIME.PID.0.SEQ.heapsnapshot).
+        const f = readdirSync(dir).filter((x) => x.endsWith('.heapsnapshot')).sort().at(-1);
         const size = f ? statSync(join(dir, f)).size : -1;
         if (size > 0 && size === last) return { file: join(dir, f!), smaps };
         last = size;
@@ -892,6 +901,100 @@ async function bgperf(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Pr
   return results;
 }
 
+/**
+ * --idle-sessions: what an Established session that carries no routes costs each receiver. RSS (VmRSS) with the
+ * 100 peers configured but down, then with all 100 Established and quiet for a few seconds; the difference over
+ * 100 is the figure. With --heap-snapshot, our daemon also writes a V8 heap snapshot at both points and the live
+ * heap's growth per session is printed (the snapshots themselves allocate: the RSS figure is then an upper bound).
+ */
+/** Resident KB by kind of mapping (/proc/PID/smaps): malloc's [heap], other anonymous memory (V8's heap, malloc arenas), files. */
+function rssByMapping(pid: number): Record<string, number> {
+  const out: Record<string, number> = { mallocHeap: 0, anon: 0, file: 0 };
+  let kind = 'anon';
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const m = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (m) kind = m[1] === '[heap]' ? 'mallocHeap' : m[1] === '' || m[1].startsWith('[') ? 'anon' : 'file';
+    else if (line.startsWith('Rss:')) out[kind] += Number(/(\d+)/.exec(line)![1]);
+  }
+  return out;
+}
+
+async function idleSessions(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {};
+  const order = [...links.keys()];
+  for (const kind of kinds) {
+    if (kind === 'gobgp' || kind === 'sink') continue;
+    const k = order.indexOf(kind) + 1;
+    const link = links.get(kind)!;
+    const peers: PeerSpec[] = Array.from({ length: BGPERF_PEERS }, (_, j) => ({ address: bgperfSender(k, j + 1), asn: bgperfAsn(j + 1), families: ['ipv4'] }));
+    const start = (ps: PeerSpec[]) => (kind === 'blockspeaker' ? startBlockspeaker(link, ps, 'bs-idle') : startBirdReceiver(link, ps, true));
+    // First with no peers at all: what configuring a peer costs before it has a session.
+    const heap = async (r: Receiver) => {
+      if (!r.heapSnapshot) return null;
+      const snap = await r.heapSnapshot();
+      return snap.file ? summarize(JSON.parse(readFileSync(snap.file, 'utf8'))) : null;
+    };
+    const growth = (a: ReturnType<typeof summarize>, b: ReturnType<typeof summarize>) => {
+      // Where the growth is, by constructor (bytes per peer).
+      const grow = new Map(b.rows.map((r) => [r.key, r.bytes]));
+      for (const r of a.rows) grow.set(r.key, (grow.get(r.key) ?? 0) - r.bytes);
+      for (const [key, n] of [...grow].sort((x, y) => y[1] - x[1]).slice(0, 20)) log(`    ${String(r0(n / BGPERF_PEERS)).padStart(7)} B/peer  ${key}`);
+      return r1((b.total - a.total) / 1024 / BGPERF_PEERS);
+    };
+    const bare = await start([]);
+    await sleep(3000);
+    const rssBare = rssMB(bare.pid);
+    const mapBare = rssByMapping(bare.pid);
+    const heapBare = await heap(bare);
+    await bare.stop();
+    const rcv = await start(peers);
+    await sleep(3000);
+    const load1 = loadavg()[0];
+    const rss0 = rssMB(rcv.pid);
+    const map0 = rssByMapping(rcv.pid);
+    const heap0 = await heap(rcv);
+    const cpu0 = cpuMs(rcv.pid);
+    const t0 = now();
+    await birdc(sender.ctl, ['enable', `"q${k}_*"`]);
+    let up = 0;
+    while (up < BGPERF_PEERS) {
+      if (now() - t0 > timeoutMs) throw new Error(`${kind}: only ${up} of ${BGPERF_PEERS} sessions Established after ${fmtS(timeoutMs)}`);
+      await sleep(250);
+      up = [...birdSessions(await birdc(sender.ctl, ['show', 'protocols', `"q${k}_*"`])).values()].filter((x) => x.established).length;
+    }
+    const upMs = now() - t0;
+    const cpu = cpuMs(rcv.pid) - cpu0;
+    await sleep(3000);
+    const rss1 = rssMB(rcv.pid);
+    const map1 = rssByMapping(rcv.pid);
+    const hwm = peakRssMB(rcv.pid);
+    const heap1 = await heap(rcv);
+    await rcv.stop();
+    await birdc(sender.ctl, ['disable', `"q${k}_*"`]);
+    log(`    resident KB by mapping: no peers ${JSON.stringify(mapBare)}, peers down ${JSON.stringify(map0)}, Established ${JSON.stringify(map1)}`);
+    const perKB = ((rss1 - rss0) * 1024) / BGPERF_PEERS;
+    const res: Record<string, number> = {
+      rssNoPeersMB: r1(rssBare), rssPerPeerDownKB: r1(((rss0 - rssBare) * 1024) / BGPERF_PEERS), rssDownMB: r1(rss0), rssUpMB: r1(rss1), peakRssMB: r1(hwm), rssPerSessionKB: r1(perKB), establishMs: r0(upMs), cpuMs: r0(cpu), load1: r1(load1),
+    };
+    if (heapBare && heap0) {
+      log('    live JS heap, configured peers (down) over none:');
+      res.heapPerPeerDownKB = growth(heapBare, heap0);
+    }
+    if (heap0 && heap1) {
+      log('    live JS heap, Established sessions over down peers:');
+      res.heapPerSessionKB = growth(heap0, heap1);
+    }
+    out[kind] = res;
+    log(`  ${kind.padEnd(12)} RSS ${r1(rssBare)} MB with no peers, ${r1(rss0)} MB with ${BGPERF_PEERS} peers down (${res.rssPerPeerDownKB} KB each), ${r1(rss1)} MB with all ${BGPERF_PEERS} Established:` +
+      ` ${r1(perKB)} KB per session${res.heapPerSessionKB !== undefined ? `; live JS heap ${res.heapPerPeerDownKB} KB per peer down, ${res.heapPerSessionKB} KB more per session` : ''}` +
+      ` (all up in ${fmtS(upMs)}, CPU ${fmtS(cpu)}) [load ${r1(load1)}]`);
+  }
+  const ours = out.blockspeaker as Record<string, number> | undefined;
+  const bird = out.bird as Record<string, number> | undefined;
+  if (ours && bird && bird.rssPerSessionKB > 0) out.rssPerSessionRatioVsBird = r1(ours.rssPerSessionKB / bird.rssPerSessionKB);
+  return out;
+}
+
 // ---- main ------------------------------------------------------------------------------------------------------
 
 const json: Record<string, unknown> = {
@@ -963,18 +1066,22 @@ try {
     };
   }
 
-  if (!values['no-bgperf']) {
-    const bgKinds = receivers;
+  if (values['idle-sessions'] || !values['no-bgperf']) {
+    const idle = values['idle-sessions'];
     const bgLinks = new Map([...links].filter(([k]) => k !== 'sink'));
     let k = 0;
     for (const l of bgLinks.values()) await addBgperfAddresses(l, ++k);
-    const dir = tempDir('bgperf-sender');
+    const dir = tempDir(idle ? 'idle-sender' : 'bgperf-sender');
     const sender = await startBird(senderNs, dir, bgperfSenderConfig(bgLinks, dir, routerId),
-      async (ctl) => /src100\s+Static\s+master4\s+up/.test(await birdc(ctl, ['show', 'protocols'])), 'bgperf sender');
-    log(`bgperf shape: ${BGPERF_PEERS} peers x ${BGPERF_PREFIXES} prefixes (IPv4) into one receiver, which re-advertises to the other peers`);
-    const res = await bgperf(sender, bgLinks, bgKinds);
+      async (ctl) => /src100\s+Static\s+master4\s+up/.test(await birdc(ctl, ['show', 'protocols'])), idle ? 'idle-sessions sender' : 'bgperf sender');
+    if (idle) {
+      log(`idle sessions: ${BGPERF_PEERS} eBGP sessions carrying no routes, RSS per Established session`);
+      json.idleSessions = await idleSessions(sender, bgLinks, receivers);
+    } else {
+      log(`bgperf shape: ${BGPERF_PEERS} peers x ${BGPERF_PREFIXES} prefixes (IPv4) into one receiver, which re-advertises to the other peers`);
+      json.bgperf = Object.fromEntries(await bgperf(sender, bgLinks, receivers));
+    }
     sender.child.kill('SIGKILL');
-    json.bgperf = Object.fromEntries(res);
   }
 } catch (e) {
   failed = true;

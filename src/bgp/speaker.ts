@@ -6,7 +6,7 @@ import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import { IP, type Prefix, formatIP, formatPrefix, parseIP, parseIPWithLen, parsePrefix, prefixContainsIP, prefixOf } from '../net/ip.ts';
-import { asSequence, makeAttrs, withAttrs, type AttrsInit, type PathAttrs } from '../rib/attrs.ts';
+import { makeAttrs, prependAs, withAttrs, type AttrsInit, type PathAttrs } from '../rib/attrs.ts';
 import { DEFAULT_LOCAL_PREF, type PeerInfo } from '../rib/bestpath.ts';
 import type { PrefixList } from '../rib/prefixlist.ts';
 import { Rib, type ExportPolicy, type ImportPolicy, type RibChangeBatch } from '../rib/rib.ts';
@@ -1230,7 +1230,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     }
     if (p.type === 'ebgp') {
       return withAttrs(a, {
-        asPath: [asSequence(localAs), ...a.asPath],
+        asPath: prependAs(a.asPath, localAs),
         nextHop: selfNh,
         nextHopLinkLocal: selfLl,
         localPref: undefined,

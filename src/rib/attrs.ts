@@ -296,6 +296,24 @@ export function asPathFacts(path: AsPath): AsPathFacts {
   return { len: asPathLength(path), neighbour: neighbourAs(path), hash: h, bloom };
 }
 
+/**
+ * `path` with `asn` prepended (an eBGP export), normalised and frozen, with its facts. Memoised per source path
+ * (paths are shared frozen objects: the decoder's cache, interned records): a route exported to a hundred eBGP
+ * peers is normalised once, not once per peer. Only the last ASN is remembered (a speaker has one local AS).
+ */
+const prepended = new WeakMap<AsPath, { asn: number; path: AsPath }>();
+/** Facts of paths this module normalised itself (prependAs): build trusts them as they are. */
+const knownFacts = new WeakMap<AsPath, AsPathFacts>();
+
+export function prependAs(path: AsPath, asn: number): AsPath {
+  const hit = prepended.get(path);
+  if (hit !== undefined && hit.asn === asn) return hit.path;
+  const out = normaliseAsPath([asSequence(u32(asn, 'ASN')), ...path]);
+  knownFacts.set(out, asPathFacts(out));
+  prepended.set(path, { asn, path: out });
+  return out;
+}
+
 /** Build a normalised, frozen attribute record (not interned). */
 export function makeAttrs(init: AttrsInit = {}): PathAttrs {
   return build(init, false);
@@ -310,10 +328,15 @@ export function adoptAttrs(init: AttrsInit, facts?: AsPathFacts): PathAttrs {
   return build(init, true, facts);
 }
 
-function build(init: AttrsInit, adopt: boolean, facts?: AsPathFacts): PathAttrs {
+/**
+ * `from`: the record init was copied from (withAttrs): fields still identical to its own are already normalised
+ * and frozen, so they are taken as they are.
+ */
+function build(init: AttrsInit, adopt: boolean, facts?: AsPathFacts, from?: AttrRecord): PathAttrs {
   const origin = init.origin ?? Origin.IGP;
   if (origin !== 0 && origin !== 1 && origin !== 2) throw new AttrError(`bad ORIGIN ${origin}`);
-  const unknown = init.unknown === undefined || init.unknown.length === 0 ? EMPTY : init.unknown
+  const unknown = init.unknown === undefined || init.unknown.length === 0 ? EMPTY
+    : from !== undefined && init.unknown === from.rareAttrs.unknown ? init.unknown : init.unknown
     .map((r): RawAttr => {
       if (!Number.isInteger(r.type) || r.type < 0 || r.type > 255) throw new AttrError(`bad attribute type ${r.type}`);
       if (!Number.isInteger(r.flags) || r.flags < 0 || r.flags > 255) throw new AttrError(`bad attribute flags ${r.flags}`);
@@ -327,8 +350,16 @@ function build(init: AttrsInit, adopt: boolean, facts?: AsPathFacts): PathAttrs 
   const cs = init.communities;
   const communities = cs === undefined || cs.length === 0 ? EMPTY
     : cs.length === 1 && adopt ? cs
-    : adopt && isSortedUnique(cs) ? Object.freeze(cs) : sortedUnique(cs, 'community');
-  const asPath = adopt ? (init.asPath ?? EMPTY) : normaliseAsPath(init.asPath ?? EMPTY);
+    : adopt && isSortedUnique(cs) ? Object.freeze(cs) : from !== undefined && cs === from.comm ? cs : sortedUnique(cs, 'community');
+  let asPath: AsPath;
+  if (adopt) asPath = init.asPath ?? EMPTY;
+  else if (from !== undefined && init.asPath === from.asPath) {
+    asPath = from.asPath;
+    facts = from.facts;
+  } else if (init.asPath !== undefined && (facts = knownFacts.get(init.asPath)) !== undefined) asPath = init.asPath;
+  else asPath = normaliseAsPath(init.asPath ?? EMPTY);
+  const rare = from?.rareAttrs;
+  const trusted = <T>(x: T | undefined, own: T | undefined, norm: (x: T) => T): T => (x !== undefined && x === own ? x : norm(x ?? (EMPTY as T)));
   const rec = new AttrRecord(
     origin,
     asPath,
@@ -341,10 +372,10 @@ function build(init: AttrsInit, adopt: boolean, facts?: AsPathFacts): PathAttrs 
       ? undefined
       : Object.freeze({ asn: u32(agg.asn, 'AGGREGATOR ASN'), address: copyIP(agg.address, 'AGGREGATOR address')! }),
     communities,
-    sortedUniqueTuples(init.extCommunities ?? EMPTY, 2, 'extended community'),
-    sortedUniqueTuples(init.largeCommunities ?? EMPTY, 3, 'large community'),
+    trusted(init.extCommunities, rare?.extCommunities, (x) => sortedUniqueTuples(x, 2, 'extended community')),
+    trusted(init.largeCommunities, rare?.largeCommunities, (x) => sortedUniqueTuples(x, 3, 'large community')),
     init.originatorId === undefined ? undefined : u32(init.originatorId, 'ORIGINATOR_ID'),
-    init.clusterList?.length ? Object.freeze(init.clusterList.map((c) => u32(c, 'CLUSTER_ID'))) : EMPTY,
+    trusted(init.clusterList, rare?.clusterList, (x) => (x.length ? Object.freeze(x.map((c) => u32(c, 'CLUSTER_ID'))) : EMPTY)),
     unknown.length ? Object.freeze(unknown) : EMPTY,
     facts ?? asPathFacts(asPath),
   );
@@ -361,7 +392,8 @@ export function withAttrs(a: PathAttrs, changes: AttrsInit): PathAttrs {
     clusterList: a.clusterList, unknown: a.unknown,
   };
   // A key given as undefined clears that attribute (e.g. { med: undefined } strips MED).
-  return makeAttrs({ ...rest, ...changes });
+  const init = { ...rest, ...changes };
+  return a instanceof AttrRecord ? build(init, false, undefined, a) : makeAttrs(init);
 }
 
 /** One AS_SEQUENCE segment (test and config convenience). */

@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { parseIP } from '../../src/net/ip.ts';
 import {
   AttrError, AttrInterner, Origin, SegmentType, asPathLength, asSequence, asSet, attrsEqual, formatAsPath,
-  makeAttrs, neighbourAs, originAs, withAttrs, type AttrsInit,
+  makeAttrs, neighbourAs, originAs, withAttrs, type AttrsInit, asPathFacts, normaliseAsPath, prependAs,
 } from '../../src/rib/attrs.ts';
 
 const nh = parseIP('10.0.0.1');
@@ -185,6 +185,49 @@ t.test('property: releasing every reference empties the table', async (t) => {
       for (const g of got.reverse()) it.release(g);
       return it.size === 0;
     }),
+  );
+  t.pass('property holds');
+});
+
+// withAttrs takes a record's unchanged fields as they are (they are normalised already) and prependAs memoises the
+// eBGP prepend: the oracle for both is building the record afresh from plain values.
+const json = (a: unknown) => JSON.stringify(a, (_k, v: unknown) => (v instanceof Uint8Array ? [...v] : v));
+
+t.test('property: withAttrs on a record equals makeAttrs of the merged fields', async (t) => {
+  const keys = ['origin', 'asPath', 'nextHop', 'med', 'localPref', 'atomicAggregate', 'aggregator', 'communities', 'extCommunities',
+    'largeCommunities', 'originatorId', 'clusterList', 'unknown'] as const;
+  fc.assert(
+    fc.property(arbInit, arbInit, fc.subarray([...keys]), fc.boolean(), (x, y, pick, clear) => {
+      const a = makeAttrs(x);
+      const changes: Record<string, unknown> = {};
+      for (const k of pick) changes[k] = clear ? undefined : (y as Record<string, unknown>)[k];
+      const fresh = makeAttrs({
+        origin: a.origin, asPath: a.asPath, nextHop: a.nextHop, nextHopLinkLocal: a.nextHopLinkLocal, med: a.med, localPref: a.localPref,
+        atomicAggregate: a.atomicAggregate, aggregator: a.aggregator, communities: [...a.communities], extCommunities: a.extCommunities,
+        largeCommunities: a.largeCommunities, originatorId: a.originatorId, clusterList: a.clusterList, unknown: a.unknown, ...changes,
+      });
+      const got = withAttrs(a, changes as AttrsInit);
+      return json(got) === json(fresh) && attrsEqual(got, fresh) && got.hash === fresh.hash && Object.isFrozen(got);
+    }),
+    { numRuns: 1000 },
+  );
+  t.pass('property holds');
+});
+
+t.test('property: prependAs is the normalised prepend, memoised per path', async (t) => {
+  fc.assert(
+    fc.property(arbInit, fc.integer({ min: 1, max: 6 }), fc.integer({ min: 7, max: 9 }), (x, asn, other) => {
+      const path = makeAttrs(x).asPath;
+      const want = normaliseAsPath([asSequence(asn), ...path]);
+      const p1 = prependAs(path, asn);
+      const p2 = prependAs(path, asn);
+      const q = prependAs(path, other); // another ASN is computed afresh, not the memo's
+      const viaRecord = withAttrs(makeAttrs(x), { asPath: p1 });
+      return json(p1) === json(want) && p1 === p2 && Object.isFrozen(p1) &&
+        json(q) === json(normaliseAsPath([asSequence(other), ...path])) &&
+        json((viaRecord as unknown as { facts: unknown }).facts) === json(asPathFacts(want)) && attrsEqual(viaRecord, withAttrs(makeAttrs(x), { asPath: [asSequence(asn), ...path] }));
+    }),
+    { numRuns: 1000 },
   );
   t.pass('property holds');
 });

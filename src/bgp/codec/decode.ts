@@ -91,6 +91,39 @@ export class DecodeScratch {
   /** The last next hops decoded: consecutive UPDATEs from one peer nearly always share them. */
   nh4: IP | null = null;
   nh6: IP | null = null;
+  /**
+   * The path attributes of the last clean IPv4 UPDATE (classic NLRI, no MP attributes, no problems), its record
+   * and the options it was decoded under. Many senders (BIRD among them) send one prefix per UPDATE with the same
+   * attributes; an UPDATE whose attribute bytes and options are the same decodes to the same record, so it is
+   * reused without decoding the attributes again.
+   */
+  lastBytes = new Uint8Array(0);
+  lastLen = -1;
+  lastExternal = false;
+  lastFourOctet = true;
+  lastAttrs: PathAttrs | null = null;
+  lastWireAttrs = 0;
+
+  /** The remembered attributes when buf[s..e) (under `opts`) are the same bytes, else null. */
+  sameAttrs(buf: Uint8Array, s: number, e: number, opts: DecodeOptions): PathAttrs | null {
+    const len = e - s;
+    if (len !== this.lastLen || this.lastAttrs === null || (opts.external === true) !== this.lastExternal ||
+      (opts.fourOctetAs !== false) !== this.lastFourOctet) return null;
+    const b = this.lastBytes;
+    for (let i = 0; i < len; i++) if (b[i] !== buf[s + i]) return null;
+    return this.lastAttrs;
+  }
+
+  remember(buf: Uint8Array, s: number, e: number, opts: DecodeOptions, attrs: PathAttrs, wireAttrs: number): void {
+    const len = e - s;
+    if (this.lastBytes.length < len) this.lastBytes = new Uint8Array(Math.max(len, 256));
+    this.lastBytes.set(buf.subarray(s, e));
+    this.lastLen = len;
+    this.lastExternal = opts.external === true;
+    this.lastFourOctet = opts.fourOctetAs !== false;
+    this.lastAttrs = attrs;
+    this.lastWireAttrs = wireAttrs;
+  }
 
   /** An empty list of `family` with room for `n` prefixes. */
   list(slot: number, family: Family, n: number): PrefixList {
@@ -495,6 +528,13 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
   const nlri = newList(opts, N4, 4, end - ae);
   if (!readPrefixes4(buf, ae, end, nlri)) throw updateError(UpdateSubcode.INVALID_NETWORK_FIELD, 'malformed NLRI field');
 
+  const scratch = opts.scratch;
+  if (scratch !== undefined && nlri.count > 0) {
+    const same = scratch.sameAttrs(buf, as, ae, opts);
+    if (same !== null) {
+      return { action: 'ok', message: { type: 'update', withdrawn, attrs: same, nlri, mpReach: null, mpUnreach: null, wireAttrs: scratch.lastWireAttrs } };
+    }
+  }
   const st = new UpdateParse(buf, opts);
   // Attribute types seen in this UPDATE: a scratch table stamped with this message's serial needs no clearing.
   let seen: Uint32Array;
@@ -596,6 +636,10 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
   const message: UpdateMessage = { type: 'update', withdrawn, attrs, nlri, mpReach: st.mpReach, mpUnreach: st.mpUnreach, wireAttrs: st.otherAttrs };
   if (st.withdraw) return { action: 'treat-as-withdraw', message, problems: st.problems ?? [] };
   if (st.problems !== null) return { action: 'attribute-discard', message, problems: st.problems };
+  // Only classic NLRI: MP attributes carry prefixes of their own, and without NLRI the NEXT_HOP checks were skipped.
+  if (scratch !== undefined && attrs !== null && nlri.count > 0 && st.mpReach === null && st.mpUnreach === null) {
+    scratch.remember(buf, as, ae, opts, attrs, st.otherAttrs);
+  }
   return { action: 'ok', message };
 }
 
