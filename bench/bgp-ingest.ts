@@ -6,6 +6,10 @@
 //                               [--receivers blockspeaker,bird,gobgp] [--no-sink] [--no-full] [--no-bgperf]
 //                               [--cpu-prof] [--heap-snapshot] [--node-flags '...'] [--from-source] [--poll-ms MS] [--timeout S] [--keep]
 //                               [--node-args "FLAGS"]   (the same as --node-flags: node flags for the blockspeaker receiver)
+//                               [--no-build]   (dist/ is already built from these sources: skip `npm run build`)
+//                               [--mem-sample]   (the daemon's memory at its RSS peak, bench/lib/mem-sampler.cjs; use --keep)
+//                               [--log-level L]   (our daemon's; default debug: its "End-of-RIB" lines give the exact end)
+//                               [--status-cost N]   (bgperf, once converged and quiet: our CPU per /peers and /metrics, N each)
 //
 // Needs root, bird2 and gobgpd (apt-get install bird2 gobgpd), curl and nsenter. About 5-6 minutes on 2 cores.
 //
@@ -72,6 +76,7 @@ const BIN = join(repoRoot, 'bin/blockspeaker.js');
 const MAIN = join(repoRoot, 'src/cli/main.ts');
 const SINK = join(repoRoot, 'bench/lib/bgp-sink.ts');
 const REPLAY = join(repoRoot, 'bench/lib/bgp-replay.ts');
+const MEM_SAMPLER = join(repoRoot, 'bench/lib/mem-sampler.cjs');
 const BIRDC = '/usr/sbin/birdc';
 const SENDER_AS = 65001;
 const RECEIVER_AS = 65010;
@@ -98,6 +103,10 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '1' },
     keep: { type: 'boolean', default: false },
     'node-args': { type: 'string', default: '' }, // extra node flags for blockspeaker, e.g. --max-semi-space-size=1
+    'no-build': { type: 'boolean', default: false },
+    'mem-sample': { type: 'boolean', default: false },
+    'status-cost': { type: 'string', default: '0' },
+    'log-level': { type: 'string', default: 'debug' },
   },
 });
 
@@ -366,6 +375,8 @@ interface Receiver {
   stop(): Promise<void>;
   /** --heap-snapshot (blockspeaker only): /proc/PID/smaps_rollup, then a V8 heap snapshot written by the daemon. */
   heapSnapshot?(): Promise<{ file: string | null; smaps: string }>;
+  /** --status-cost (blockspeaker only): once quiet, CPU (ms) per GET of /peers and of /metrics (after a first scrape). */
+  statusCost?(n: number): Promise<Record<string, { cpuMsPerRequest: number; bytes: number; firstCpuMs?: number }>>;
   /** The CPU profile written at stop (--cpu-prof, blockspeaker only). */
   profile?: () => string | null;
   describe(): string;
@@ -426,8 +437,11 @@ async function startBlockspeaker(link: Link, peers: PeerSpec[], name: string): P
   const nodeArgs = values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', dir] : [];
   nodeArgs.push(...`${values['node-flags']} ${values['node-args']}`.split(/\s+/).filter(Boolean));
   if (values['heap-snapshot']) nodeArgs.push('--heapsnapshot-signal=SIGUSR2', '--diagnostic-dir', dir);
+  const memFile = join(dir, 'mem.json');
+  if (values['mem-sample']) nodeArgs.push('--require', MEM_SAMPLER);
   const logFile = join(dir, 'blockspeaker.log');
-  const child = runInNetns(link.peer.ns, process.execPath, [...nodeArgs, ...entry, 'run', '-c', file, '--run-dir', dir, '--log-level', 'debug'], { logFile, cwd: repoRoot });
+  const child = runInNetns(link.peer.ns, process.execPath, [...nodeArgs, ...entry, 'run', '-c', file, '--run-dir', dir, '--log-level', values['log-level']!],
+    { logFile, cwd: repoRoot, env: values['mem-sample'] ? { ...process.env, MEM_SAMPLE_FILE: memFile } : process.env });
   const ns = link.peer.ns.name;
   const get = (path: string) => nsExec(ns, 'curl', ['-sf', '--max-time', '10', `http://127.0.0.1:${STATUS_PORT}${path}`]);
   const until = now() + 30_000;
@@ -483,6 +497,34 @@ async function startBlockspeaker(link: Link, peers: PeerSpec[], name: string): P
         last = size;
       }
       return { file: null, smaps };
+    },
+    async statusCost(n) {
+      const pid = child.pid!;
+      // Until the daemon is done re-advertising (it goes on after the last prefix is held): < 20 ms CPU in 0.5 s.
+      const quiet = async () => {
+        for (let i = 0; i < 120; i++) {
+          const c0 = cpuMs(pid);
+          await sleep(500);
+          if (cpuMs(pid) - c0 < 20) return;
+        }
+      };
+      const out: Record<string, { cpuMsPerRequest: number; bytes: number; firstCpuMs?: number }> = {};
+      for (const path of ['/peers', '/metrics']) {
+        await quiet();
+        let firstCpuMs: number | undefined;
+        if (path === '/metrics') { // the first scrape loads prom-client and builds the registry
+          const c0 = cpuMs(pid);
+          await get(path);
+          firstCpuMs = r0(cpuMs(pid) - c0);
+          await quiet();
+        }
+        // One curl, n requests over one keep-alive connection: /proc's CPU counts in 10 ms ticks, so many requests.
+        const url = `http://127.0.0.1:${STATUS_PORT}${path}`;
+        const c0 = cpuMs(pid);
+        const sizes = await nsExec(ns, 'curl', ['-sf', '-o', '/dev/null', '-w', '%{size_download}\n', ...Array.from({ length: n }, () => url)], 300_000);
+        out[path] = { cpuMsPerRequest: r2((cpuMs(pid) - c0) / n), bytes: Number(sizes.split('\n')[0]), ...(firstCpuMs !== undefined ? { firstCpuMs } : {}) };
+      }
+      return out;
     },
     profile: () => {
       const f = readdirSync(dir).find((x) => x.endsWith('.cpuprofile'));
@@ -840,6 +882,7 @@ interface BgperfResult {
   polls: number;
   load1: number;
   profile?: ProfileSummary;
+  statusCost?: Awaited<ReturnType<NonNullable<Receiver['statusCost']>>>;
 }
 
 async function bgperf(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Promise<Map<Kind, BgperfResult>> {
@@ -864,6 +907,12 @@ async function bgperf(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Pr
       const snap = await rcv.heapSnapshot();
       log(`  ${kind}: /proc smaps_rollup once every prefix was held:\n${snap.smaps.trim()}\n  heap snapshot: ${snap.file ?? 'not written'}`);
     }
+    const statusN = Number(values['status-cost']);
+    const statusCost = statusN > 0 && rcv.statusCost ? await rcv.statusCost(statusN) : undefined;
+    if (statusCost) {
+      log(`  ${kind}: with ${BGPERF_PEERS} peers, once quiet: ${Object.entries(statusCost).map(([p, c]) => `${p} ${c.cpuMsPerRequest} ms CPU per request, ${c.bytes} bytes` +
+        (c.firstCpuMs !== undefined ? ` (first scrape ${c.firstCpuMs} ms)` : '')).join('; ')} (${statusN} each)`);
+    }
     const sessions = [...birdSessions(await birdc(sender.ctl, ['show', 'protocols', `"q${k}_*"`])).values()];
     const up = sessions.filter((s) => s.established);
     if (up.length !== BGPERF_PEERS) log(`  ${kind}: only ${up.length} of ${BGPERF_PEERS} sessions Established at the end`);
@@ -879,6 +928,7 @@ async function bgperf(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Pr
       ms: r0(doneAt - tEnable), fromFirstEstablishedMs: r0(doneAt - first), establishSpreadMs: r0(last - first),
       fromLastEstablishedMs: r0(doneAt - last),
       cpuMs: r0(cpu), peakRssMB: r1(hwm), resolutionMs: r0(exact !== null ? 0 : (w.doneAt - lower) / 2), polls: w.polls, load1: r1(load1),
+      ...(statusCost ? { statusCost } : {}),
     };
     if (kind === 'blockspeaker' && rcv.profile) {
       const f = rcv.profile();
@@ -904,7 +954,7 @@ const started = now();
 let failed = false;
 try {
   cleanupLeftovers();
-  if (receivers.includes('blockspeaker') && !values['from-source']) {
+  if (receivers.includes('blockspeaker') && !values['from-source'] && !values['no-build']) {
     // dist/ must be the sources being measured: build it (tsc, ~20 s, not timed).
     await execFileP('npm', ['run', '-s', 'build'], { cwd: repoRoot, timeout: 300_000 });
     log('built dist/ (npm run build) for the compiled daemon');
