@@ -8,6 +8,7 @@
 //                               [--node-args "FLAGS"]   (the same as --node-flags: node flags for the blockspeaker receiver)
 //                               [--no-build]   (dist/ is already built from these sources: skip `npm run build`)
 //                               [--mem-sample]   (the daemon's memory at its RSS peak, bench/lib/mem-sampler.cjs; use --keep)
+//                               [--no-launcher]   (without the node flags and environment of bin/blockspeaker.js's #! line)
 //                               [--log-level L]   (our daemon's; default debug: its "End-of-RIB" lines give the exact end)
 //                               [--status-cost N]   (bgperf, once converged and quiet: our CPU per /peers and /metrics, N each)
 //
@@ -27,9 +28,10 @@
 //
 // Receivers, one at a time, each against a fresh session from the sender:
 //   sink          bench/lib/bgp-sink.ts: counts prefixes and drops them — the sender's own ceiling
-//   blockspeaker  `node bin/blockspeaker.js run -c FILE`, the compiled daemon as users run it (the bench runs
-//                 `npm run build` first so dist/ matches the sources; --from-source runs src/ through tsx instead,
-//                 which adds tsx: ~40 MB more RSS), one passive peer
+//   blockspeaker  `node bin/blockspeaker.js run -c FILE`, the compiled daemon as users run it: with the node flags
+//                 and environment of bin/blockspeaker.js's #! line, which every launcher shares (test/lib/launcher.ts;
+//                 --no-launcher leaves them out). The bench runs `npm run build` first so dist/ matches the sources;
+//                 --from-source runs src/ through tsx instead, which adds tsx: ~40 MB more RSS. One passive peer.
 //   bird, gobgp   the interop harness's daemons (accept everything, export everything), one passive peer
 // Time = from session Established (the sender's own timestamp: BIRD's `iso long ms`, the replay's log line) until
 // the receiver holds every prefix. Exact where the receiver says when: the sink, and blockspeaker, whose debug log
@@ -68,6 +70,7 @@ import {
   cleanupAll, cleanupLeftovers, createLink, missingPrereqs, runInNetns, startPeer, type Link, type Peer,
 } from '../test/interop/harness.ts';
 import { summarizeProfile, type ProfileSummary } from './lib/cpuprofile.ts';
+import { launcher } from '../test/lib/launcher.ts';
 import { childrenCpuMs, comm, cpuMs, peakRssMB, rssMB } from './lib/proc.ts';
 
 const execFileP = promisify(execFile);
@@ -107,6 +110,7 @@ const { values } = parseArgs({
     'mem-sample': { type: 'boolean', default: false },
     'status-cost': { type: 'string', default: '0' },
     'log-level': { type: 'string', default: 'debug' },
+    'no-launcher': { type: 'boolean', default: false },
   },
 });
 
@@ -377,6 +381,8 @@ interface Receiver {
   heapSnapshot?(): Promise<{ file: string | null; smaps: string }>;
   /** --status-cost (blockspeaker only): once quiet, CPU (ms) per GET of /peers and of /metrics (after a first scrape). */
   statusCost?(n: number): Promise<Record<string, { cpuMsPerRequest: number; bytes: number; firstCpuMs?: number }>>;
+  /** --mem-sample (blockspeaker only): what bench/lib/mem-sampler.cjs wrote at the RSS peak, and its last totals. */
+  memSample?(): { peak: Record<string, unknown>; last: Record<string, unknown> } | null;
   /** The CPU profile written at stop (--cpu-prof, blockspeaker only). */
   profile?: () => string | null;
   describe(): string;
@@ -435,13 +441,16 @@ async function startBlockspeaker(link: Link, peers: PeerSpec[], name: string): P
   // The compiled daemon (built at the start of the run), or the sources through tsx with --from-source.
   const entry = values['from-source'] ? ['--import', 'tsx', MAIN] : [BIN];
   const nodeArgs = values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', dir] : [];
+  // As users start it (every launcher passes the #! line's flags), then --node-flags (which may override them).
+  const launch = values['no-launcher'] ? { env: {}, flags: [] } : launcher(repoRoot);
+  nodeArgs.push(...launch.flags);
   nodeArgs.push(...`${values['node-flags']} ${values['node-args']}`.split(/\s+/).filter(Boolean));
   if (values['heap-snapshot']) nodeArgs.push('--heapsnapshot-signal=SIGUSR2', '--diagnostic-dir', dir);
   const memFile = join(dir, 'mem.json');
   if (values['mem-sample']) nodeArgs.push('--require', MEM_SAMPLER);
   const logFile = join(dir, 'blockspeaker.log');
   const child = runInNetns(link.peer.ns, process.execPath, [...nodeArgs, ...entry, 'run', '-c', file, '--run-dir', dir, '--log-level', values['log-level']!],
-    { logFile, cwd: repoRoot, env: values['mem-sample'] ? { ...process.env, MEM_SAMPLE_FILE: memFile } : process.env });
+    { logFile, cwd: repoRoot, env: { ...process.env, ...launch.env, ...(values['mem-sample'] ? { MEM_SAMPLE_FILE: memFile } : {}) } });
   const ns = link.peer.ns.name;
   const get = (path: string) => nsExec(ns, 'curl', ['-sf', '--max-time', '10', `http://127.0.0.1:${STATUS_PORT}${path}`]);
   const until = now() + 30_000;
@@ -497,6 +506,12 @@ async function startBlockspeaker(link: Link, peers: PeerSpec[], name: string): P
         last = size;
       }
       return { file: null, smaps };
+    },
+    memSample() {
+      if (!values['mem-sample'] || !existsSync(memFile)) return null;
+      const peak = JSON.parse(readFileSync(memFile, 'utf8')) as Record<string, unknown>;
+      const last = existsSync(`${memFile}.last`) ? JSON.parse(readFileSync(`${memFile}.last`, 'utf8')) as Record<string, unknown> : {};
+      return { peak, last };
     },
     async statusCost(n) {
       const pid = child.pid!;
@@ -913,6 +928,8 @@ async function bgperf(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Pr
       log(`  ${kind}: with ${BGPERF_PEERS} peers, once quiet: ${Object.entries(statusCost).map(([p, c]) => `${p} ${c.cpuMsPerRequest} ms CPU per request, ${c.bytes} bytes` +
         (c.firstCpuMs !== undefined ? ` (first scrape ${c.firstCpuMs} ms)` : '')).join('; ')} (${statusN} each)`);
     }
+    const mem = rcv.memSample?.();
+    if (mem) log(`  ${kind}: memory at the RSS peak (bench/lib/mem-sampler.cjs):\n${JSON.stringify(mem.peak, null, 1)}\n  last totals: ${JSON.stringify(mem.last)}`);
     const sessions = [...birdSessions(await birdc(sender.ctl, ['show', 'protocols', `"q${k}_*"`])).values()];
     const up = sessions.filter((s) => s.established);
     if (up.length !== BGPERF_PEERS) log(`  ${kind}: only ${up.length} of ${BGPERF_PEERS} sessions Established at the end`);
@@ -949,6 +966,12 @@ const json: Record<string, unknown> = {
   date: new Date().toISOString(),
   machine: { cpus: cpus().length, model: cpus()[0]?.model, node: process.version, loadStart: loadavg().map(r1) },
   table: { source: tableName, v4: n4, v6: n6, shape: values.shape },
+  // How our daemon was started: the launcher's (#! line's) node flags and environment, then --node-flags.
+  blockspeakerLaunch: {
+    nodeFlags: [...(values['no-launcher'] ? [] : launcher(repoRoot).flags), ...`${values['node-flags']} ${values['node-args']}`.split(/\s+/).filter(Boolean)],
+    env: values['no-launcher'] ? {} : launcher(repoRoot).env,
+    logLevel: values['log-level'],
+  },
 };
 const started = now();
 let failed = false;

@@ -24,6 +24,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { launcher } from '../test/lib/launcher.ts';
 import { freePort } from '../test/store/etcd-harness.ts';
 
 const { values } = parseArgs({
@@ -60,9 +61,11 @@ function rssMB(pid: number): number {
 
 // ---- idle ------------------------------------------------------------------------------------------------------
 
-// The node flags every launcher gives the daemon (bin/blockspeaker.js's #! line; the units and DaemonSets match it,
+// The node flags and environment every launcher gives the daemon (bin/blockspeaker.js's #! line, read by
+// test/lib/launcher.ts; the image, units and DaemonSets match it,
 // test/deploy/node-flags.test.ts): the daemon is measured as it is started.
-const LAUNCHER_FLAGS = readFileSync(join(root, 'bin/blockspeaker.js'), 'utf8').split('\n')[0]!.split(' ').filter((a) => a.startsWith('--'));
+const LAUNCH = launcher(root);
+const LAUNCHER_FLAGS = LAUNCH.flags;
 
 async function idleOnce(): Promise<{ daemon: number; afterScrape: number; bare: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-footprint-'));
@@ -74,7 +77,7 @@ async function idleOnce(): Promise<{ daemon: number; afterScrape: number; bare: 
     .replace('127.0.0.1:9179', `127.0.0.1:${port}`);
   writeFileSync(join(dir, 'node.yaml'), demo);
   const bare = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore', env: cleanEnv() });
-  const d = spawn(process.execPath, [...LAUNCHER_FLAGS, join(root, 'bin/blockspeaker.js'), 'run', '-c', join(dir, 'node.yaml'), '--run-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'], env: cleanEnv() });
+  const d = spawn(process.execPath, [...LAUNCHER_FLAGS, join(root, 'bin/blockspeaker.js'), 'run', '-c', join(dir, 'node.yaml'), '--run-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...cleanEnv(), ...LAUNCH.env } });
   let stderr = '';
   d.stderr!.on('data', (c) => (stderr = (stderr + c).slice(-2000)));
   try {
@@ -106,7 +109,7 @@ async function idle(): Promise<Record<string, number | string>> {
   }
   const rss = median(runs.map((r) => r.daemon));
   const bare = median(runs.map((r) => r.bare));
-  return { nodeFlags: LAUNCHER_FLAGS.join(' '), rssMB: r1(rss), afterScrapeRssMB: r1(median(runs.map((r) => r.afterScrape))), bareNodeRssMB: r1(bare), overBareNodeMB: r1(rss - bare), rounds: ROUNDS };
+  return { nodeFlags: LAUNCHER_FLAGS.join(' '), ...(Object.keys(LAUNCH.env).length ? { env: Object.entries(LAUNCH.env).map(([k, v]) => `${k}=${v}`).join(' ') } : {}), rssMB: r1(rss), afterScrapeRssMB: r1(median(runs.map((r) => r.afterScrape))), bareNodeRssMB: r1(bare), overBareNodeMB: r1(rss - bare), rounds: ROUNDS };
 }
 
 // ---- cni -------------------------------------------------------------------------------------------------------
