@@ -23,6 +23,11 @@ if (file) {
       g.ms += e.duration;
     }
   }).observe({ entryTypes: ['gc'] });
+  // Whole files only (the bench may read one at any moment): write aside, then rename over.
+  const put = (f, text) => {
+    fs.writeFileSync(`${f}.tmp`, text);
+    fs.renameSync(`${f}.tmp`, f);
+  };
   const max = {};
   let written = 0;
   const t0 = Date.now();
@@ -44,12 +49,12 @@ if (file) {
       smapsRollup: fs.readFileSync('/proc/self/smaps_rollup', 'utf8'),
       execArgv: process.execArgv,
     };
-    fs.writeFileSync(file, JSON.stringify(out, null, 1));
+    put(file, JSON.stringify(out, null, 1));
   };
   setInterval(sample, 10).unref();
   // The GC totals and maxima keep moving after the peak: FILE.last has them as of the last quarter second.
   setInterval(() => {
     const gcOut = Object.fromEntries(Object.entries(gc).map(([k, g]) => [k, { count: g.count, ms: Math.round(g.ms) }]));
-    fs.writeFileSync(`${file}.last`, JSON.stringify({ atMs: Date.now() - t0, gc: gcOut, maxSoFar: Object.fromEntries(Object.entries(max).map(([k, v]) => [k, r1(v)])) }));
+    put(`${file}.last`, JSON.stringify({ atMs: Date.now() - t0, gc: gcOut, maxSoFar: Object.fromEntries(Object.entries(max).map(([k, v]) => [k, r1(v)])) }));
   }, 250).unref();
 }
