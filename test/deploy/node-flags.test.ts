@@ -1,5 +1,5 @@
 // Every launcher of the daemon gives node the same flags and environment as bin/blockspeaker.js's own #! line
-// (test/lib/launcher.ts reads it; today --max-semi-space-size=2, BENCHMARKS.md "Runtime flags and the status
+// (test/lib/launcher.ts reads it; today --max-semi-space-size=1, BENCHMARKS.md "Runtime flags and the status
 // endpoint under load"), so they cannot drift apart: the Linux image and DaemonSet, the systemd unit, and on
 // Windows (the single executable takes node flags from NODE_OPTIONS) the DaemonSet and the service installer.
 import t from 'tap';
