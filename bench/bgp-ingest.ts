@@ -7,6 +7,11 @@
 //                               [--cpu-prof] [--heap-snapshot] [--node-flags '...'] [--from-source] [--poll-ms MS] [--timeout S] [--keep]
 //                               [--node-args "FLAGS"]   (the same as --node-flags: node flags for the blockspeaker receiver)
 //                               [--prefixes N] (per bgperf peer, default 100) [--idle-sessions] (see below)
+//                               [--no-build]   (dist/ is already built from these sources: skip `npm run build`)
+//                               [--mem-sample]   (the daemon's memory at its RSS peak, bench/lib/mem-sampler.cjs; use --keep)
+//                               [--no-launcher]   (without the node flags and environment of bin/blockspeaker.js's #! line)
+//                               [--log-level L]   (our daemon's; default debug: its "End-of-RIB" lines give the exact end)
+//                               [--status-cost N]   (bgperf, once converged and quiet: our CPU per /peers and /metrics, N each)
 //
 // Needs root, bird2 and gobgpd (apt-get install bird2 gobgpd), curl and nsenter. About 5-6 minutes on 2 cores.
 //
@@ -24,9 +29,10 @@
 //
 // Receivers, one at a time, each against a fresh session from the sender:
 //   sink          bench/lib/bgp-sink.ts: counts prefixes and drops them — the sender's own ceiling
-//   blockspeaker  `node bin/blockspeaker.js run -c FILE`, the compiled daemon as users run it (the bench runs
-//                 `npm run build` first so dist/ matches the sources; --from-source runs src/ through tsx instead,
-//                 which adds tsx: ~40 MB more RSS), one passive peer
+//   blockspeaker  `node bin/blockspeaker.js run -c FILE`, the compiled daemon as users run it: with the node flags
+//                 and environment of bin/blockspeaker.js's #! line, which every launcher shares (test/lib/launcher.ts;
+//                 --no-launcher leaves them out). The bench runs `npm run build` first so dist/ matches the sources;
+//                 --from-source runs src/ through tsx instead, which adds tsx: ~40 MB more RSS. One passive peer.
 //   bird, gobgp   the interop harness's daemons (accept everything, export everything), one passive peer
 // Time = from session Established (the sender's own timestamp: BIRD's `iso long ms`, the replay's log line) until
 // the receiver holds every prefix. Exact where the receiver says when: the sink, and blockspeaker, whose debug log
@@ -69,6 +75,7 @@ import {
 } from '../test/interop/harness.ts';
 import { summarizeProfile, type ProfileSummary } from './lib/cpuprofile.ts';
 import { summarize } from './lib/heapsummary.ts';
+import { launcher } from '../test/lib/launcher.ts';
 import { childrenCpuMs, comm, cpuMs, peakRssMB, rssMB } from './lib/proc.ts';
 
 const execFileP = promisify(execFile);
@@ -77,6 +84,7 @@ const BIN = join(repoRoot, 'bin/blockspeaker.js');
 const MAIN = join(repoRoot, 'src/cli/main.ts');
 const SINK = join(repoRoot, 'bench/lib/bgp-sink.ts');
 const REPLAY = join(repoRoot, 'bench/lib/bgp-replay.ts');
+const MEM_SAMPLER = join(repoRoot, 'bench/lib/mem-sampler.cjs');
 const BIRDC = '/usr/sbin/birdc';
 const SENDER_AS = 65001;
 const RECEIVER_AS = 65010;
@@ -104,6 +112,11 @@ const { values } = parseArgs({
     'node-args': { type: 'string', default: '' }, // extra node flags for blockspeaker, e.g. --max-semi-space-size=1
     prefixes: { type: 'string', default: '100' }, // per bgperf peer
     'idle-sessions': { type: 'boolean', default: false },
+    'no-build': { type: 'boolean', default: false },
+    'mem-sample': { type: 'boolean', default: false },
+    'status-cost': { type: 'string', default: '0' },
+    'log-level': { type: 'string', default: 'debug' },
+    'no-launcher': { type: 'boolean', default: false },
   },
 });
 // Per bgperf peer; --idle-sessions measures the sessions alone (0 prefixes).
@@ -374,6 +387,10 @@ interface Receiver {
   stop(): Promise<void>;
   /** --heap-snapshot (blockspeaker only): /proc/PID/smaps_rollup, then a V8 heap snapshot written by the daemon. */
   heapSnapshot?(): Promise<{ file: string | null; smaps: string }>;
+  /** --status-cost (blockspeaker only): once quiet, CPU (ms) per GET of /peers and of /metrics (after a first scrape). */
+  statusCost?(n: number): Promise<Record<string, { cpuMsPerRequest: number; bytes: number; firstCpuMs?: number }>>;
+  /** --mem-sample (blockspeaker only): what bench/lib/mem-sampler.cjs wrote at the RSS peak, and its last totals. */
+  memSample?(): { peak: Record<string, unknown>; last: Record<string, unknown> } | null;
   /** The CPU profile written at stop (--cpu-prof, blockspeaker only). */
   profile?: () => string | null;
   describe(): string;
@@ -432,10 +449,16 @@ async function startBlockspeaker(link: Link, peers: PeerSpec[], name: string): P
   // The compiled daemon (built at the start of the run), or the sources through tsx with --from-source.
   const entry = values['from-source'] ? ['--import', 'tsx', MAIN] : [BIN];
   const nodeArgs = values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', dir] : [];
+  // As users start it (every launcher passes the #! line's flags), then --node-flags (which may override them).
+  const launch = values['no-launcher'] ? { env: {}, flags: [] } : launcher(repoRoot);
+  nodeArgs.push(...launch.flags);
   nodeArgs.push(...`${values['node-flags']} ${values['node-args']}`.split(/\s+/).filter(Boolean));
   if (values['heap-snapshot']) nodeArgs.push('--heapsnapshot-signal=SIGUSR2', '--diagnostic-dir', dir);
+  const memFile = join(dir, 'mem.json');
+  if (values['mem-sample']) nodeArgs.push('--require', MEM_SAMPLER);
   const logFile = join(dir, 'blockspeaker.log');
-  const child = runInNetns(link.peer.ns, process.execPath, [...nodeArgs, ...entry, 'run', '-c', file, '--run-dir', dir, '--log-level', 'debug'], { logFile, cwd: repoRoot });
+  const child = runInNetns(link.peer.ns, process.execPath, [...nodeArgs, ...entry, 'run', '-c', file, '--run-dir', dir, '--log-level', values['log-level']!],
+    { logFile, cwd: repoRoot, env: { ...process.env, ...launch.env, ...(values['mem-sample'] ? { MEM_SAMPLE_FILE: memFile } : {}) } });
   const ns = link.peer.ns.name;
   const get = (path: string) => nsExec(ns, 'curl', ['-sf', '--max-time', '10', `http://127.0.0.1:${STATUS_PORT}${path}`]);
   const until = now() + 30_000;
@@ -492,6 +515,40 @@ async function startBlockspeaker(link: Link, peers: PeerSpec[], name: string): P
         last = size;
       }
       return { file: null, smaps };
+    },
+    memSample() {
+      if (!values['mem-sample'] || !existsSync(memFile)) return null;
+      const peak = JSON.parse(readFileSync(memFile, 'utf8')) as Record<string, unknown>;
+      const last = existsSync(`${memFile}.last`) ? JSON.parse(readFileSync(`${memFile}.last`, 'utf8')) as Record<string, unknown> : {};
+      return { peak, last };
+    },
+    async statusCost(n) {
+      const pid = child.pid!;
+      // Until the daemon is done re-advertising (it goes on after the last prefix is held): < 20 ms CPU in 0.5 s.
+      const quiet = async () => {
+        for (let i = 0; i < 120; i++) {
+          const c0 = cpuMs(pid);
+          await sleep(500);
+          if (cpuMs(pid) - c0 < 20) return;
+        }
+      };
+      const out: Record<string, { cpuMsPerRequest: number; bytes: number; firstCpuMs?: number }> = {};
+      for (const path of ['/peers', '/metrics']) {
+        await quiet();
+        let firstCpuMs: number | undefined;
+        if (path === '/metrics') { // the first scrape loads prom-client and builds the registry
+          const c0 = cpuMs(pid);
+          await get(path);
+          firstCpuMs = r0(cpuMs(pid) - c0);
+          await quiet();
+        }
+        // One curl, n requests over one keep-alive connection: /proc's CPU counts in 10 ms ticks, so many requests.
+        const url = `http://127.0.0.1:${STATUS_PORT}${path}`;
+        const c0 = cpuMs(pid);
+        const sizes = await nsExec(ns, 'curl', ['-sf', '-o', '/dev/null', '-w', '%{size_download}\n', ...Array.from({ length: n }, () => url)], 300_000);
+        out[path] = { cpuMsPerRequest: r2((cpuMs(pid) - c0) / n), bytes: Number(sizes.split('\n')[0]), ...(firstCpuMs !== undefined ? { firstCpuMs } : {}) };
+      }
+      return out;
     },
     profile: () => {
       const f = readdirSync(dir).find((x) => x.endsWith('.cpuprofile'));
@@ -849,6 +906,7 @@ interface BgperfResult {
   polls: number;
   load1: number;
   profile?: ProfileSummary;
+  statusCost?: Awaited<ReturnType<NonNullable<Receiver['statusCost']>>>;
 }
 
 async function bgperf(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Promise<Map<Kind, BgperfResult>> {
@@ -873,6 +931,14 @@ async function bgperf(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Pr
       const snap = await rcv.heapSnapshot();
       log(`  ${kind}: /proc smaps_rollup once every prefix was held:\n${snap.smaps.trim()}\n  heap snapshot: ${snap.file ?? 'not written'}`);
     }
+    const statusN = Number(values['status-cost']);
+    const statusCost = statusN > 0 && rcv.statusCost ? await rcv.statusCost(statusN) : undefined;
+    if (statusCost) {
+      log(`  ${kind}: with ${BGPERF_PEERS} peers, once quiet: ${Object.entries(statusCost).map(([p, c]) => `${p} ${c.cpuMsPerRequest} ms CPU per request, ${c.bytes} bytes` +
+        (c.firstCpuMs !== undefined ? ` (first scrape ${c.firstCpuMs} ms)` : '')).join('; ')} (${statusN} each)`);
+    }
+    const mem = rcv.memSample?.();
+    if (mem) log(`  ${kind}: memory at the RSS peak (bench/lib/mem-sampler.cjs):\n${JSON.stringify(mem.peak, null, 1)}\n  last totals: ${JSON.stringify(mem.last)}`);
     const sessions = [...birdSessions(await birdc(sender.ctl, ['show', 'protocols', `"q${k}_*"`])).values()];
     const up = sessions.filter((s) => s.established);
     if (up.length !== BGPERF_PEERS) log(`  ${kind}: only ${up.length} of ${BGPERF_PEERS} sessions Established at the end`);
@@ -888,6 +954,7 @@ async function bgperf(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Pr
       ms: r0(doneAt - tEnable), fromFirstEstablishedMs: r0(doneAt - first), establishSpreadMs: r0(last - first),
       fromLastEstablishedMs: r0(doneAt - last),
       cpuMs: r0(cpu), peakRssMB: r1(hwm), resolutionMs: r0(exact !== null ? 0 : (w.doneAt - lower) / 2), polls: w.polls, load1: r1(load1),
+      ...(statusCost ? { statusCost } : {}),
     };
     if (kind === 'blockspeaker' && rcv.profile) {
       const f = rcv.profile();
@@ -1002,12 +1069,18 @@ const json: Record<string, unknown> = {
   date: new Date().toISOString(),
   machine: { cpus: cpus().length, model: cpus()[0]?.model, node: process.version, loadStart: loadavg().map(r1) },
   table: { source: tableName, v4: n4, v6: n6, shape: values.shape },
+  // How our daemon was started: the launcher's (#! line's) node flags and environment, then --node-flags.
+  blockspeakerLaunch: {
+    nodeFlags: [...(values['no-launcher'] ? [] : launcher(repoRoot).flags), ...`${values['node-flags']} ${values['node-args']}`.split(/\s+/).filter(Boolean)],
+    env: values['no-launcher'] ? {} : launcher(repoRoot).env,
+    logLevel: values['log-level'],
+  },
 };
 const started = now();
 let failed = false;
 try {
   cleanupLeftovers();
-  if (receivers.includes('blockspeaker') && !values['from-source']) {
+  if (receivers.includes('blockspeaker') && !values['from-source'] && !values['no-build']) {
     // dist/ must be the sources being measured: build it (tsc, ~20 s, not timed).
     await execFileP('npm', ['run', '-s', 'build'], { cwd: repoRoot, timeout: 300_000 });
     log('built dist/ (npm run build) for the compiled daemon');

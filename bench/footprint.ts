@@ -6,7 +6,8 @@
 //   idle      RSS of `blockspeaker run` (built by `npm run build` and started with the launchers' node flags, as
 //             users run it) on the demo config (embedded store, no peers,
 //             dataplane none), once /readyz says ready and 3 s have passed, beside a bare `node` process idling;
-//             median of --rounds runs. Then the same daemon after one /metrics scrape (prom-client loaded).
+//             median of --rounds runs; settledRssMB 15 s after ready (V8's memory reducer has shrunk the young
+//             generation by then). Then the same daemon after one /metrics scrape (prom-client loaded).
 //   cni       bench/cni.ts as a child: ADD+DEL (and VERSION) through bin/blockspeaker-cni-shim (the Linux entry:
 //             Perl, forwards to the daemon) and through the compiled Node.js blockspeaker-cni, against Debian's
 //             host-local, interleaved pod by pod, and the floor no Node.js plugin can beat: `node -e 0`.
@@ -24,6 +25,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { launcher } from '../test/lib/launcher.ts';
 import { freePort } from '../test/store/etcd-harness.ts';
 
 const { values } = parseArgs({
@@ -60,11 +62,13 @@ function rssMB(pid: number): number {
 
 // ---- idle ------------------------------------------------------------------------------------------------------
 
-// The node flags every launcher gives the daemon (bin/blockspeaker.js's #! line; the units and DaemonSets match it,
+// The node flags and environment every launcher gives the daemon (bin/blockspeaker.js's #! line, read by
+// test/lib/launcher.ts; the image, units and DaemonSets match it,
 // test/deploy/node-flags.test.ts): the daemon is measured as it is started.
-const LAUNCHER_FLAGS = readFileSync(join(root, 'bin/blockspeaker.js'), 'utf8').split('\n')[0]!.split(' ').filter((a) => a.startsWith('--'));
+const LAUNCH = launcher(root);
+const LAUNCHER_FLAGS = LAUNCH.flags;
 
-async function idleOnce(): Promise<{ daemon: number; afterScrape: number; bare: number }> {
+async function idleOnce(): Promise<{ daemon: number; settled: number; afterScrape: number; bare: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-footprint-'));
   const port = await freePort();
   // The demo config (fixtures/demo/node.yaml) with its paths in a temp dir and a free status port.
@@ -74,7 +78,7 @@ async function idleOnce(): Promise<{ daemon: number; afterScrape: number; bare: 
     .replace('127.0.0.1:9179', `127.0.0.1:${port}`);
   writeFileSync(join(dir, 'node.yaml'), demo);
   const bare = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore', env: cleanEnv() });
-  const d = spawn(process.execPath, [...LAUNCHER_FLAGS, join(root, 'bin/blockspeaker.js'), 'run', '-c', join(dir, 'node.yaml'), '--run-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'], env: cleanEnv() });
+  const d = spawn(process.execPath, [...LAUNCHER_FLAGS, join(root, 'bin/blockspeaker.js'), 'run', '-c', join(dir, 'node.yaml'), '--run-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...cleanEnv(), ...LAUNCH.env } });
   let stderr = '';
   d.stderr!.on('data', (c) => (stderr = (stderr + c).slice(-2000)));
   try {
@@ -88,9 +92,12 @@ async function idleOnce(): Promise<{ daemon: number; afterScrape: number; bare: 
     await sleep(3000);
     const daemon = rssMB(d.pid!);
     const b = rssMB(bare.pid!);
+    // And once V8's memory reducer has run (it shrinks the young generation start-up grew, some seconds later).
+    await sleep(12_000);
+    const settled = rssMB(d.pid!);
     await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text());
     await sleep(1000);
-    return { daemon, afterScrape: rssMB(d.pid!), bare: b };
+    return { daemon, settled, afterScrape: rssMB(d.pid!), bare: b };
   } finally {
     d.kill('SIGKILL');
     bare.kill('SIGKILL');
@@ -102,11 +109,11 @@ async function idle(): Promise<Record<string, number | string>> {
   const runs = [];
   for (let i = 0; i < ROUNDS; i++) {
     runs.push(await idleOnce());
-    log(`idle ${i + 1}/${ROUNDS}: daemon ${r1(runs[i]!.daemon)} MB, after a scrape ${r1(runs[i]!.afterScrape)} MB, bare node ${r1(runs[i]!.bare)} MB`);
+    log(`idle ${i + 1}/${ROUNDS}: daemon ${r1(runs[i]!.daemon)} MB, 15 s after ready ${r1(runs[i]!.settled)} MB, after a scrape ${r1(runs[i]!.afterScrape)} MB, bare node ${r1(runs[i]!.bare)} MB`);
   }
   const rss = median(runs.map((r) => r.daemon));
   const bare = median(runs.map((r) => r.bare));
-  return { nodeFlags: LAUNCHER_FLAGS.join(' '), rssMB: r1(rss), afterScrapeRssMB: r1(median(runs.map((r) => r.afterScrape))), bareNodeRssMB: r1(bare), overBareNodeMB: r1(rss - bare), rounds: ROUNDS };
+  return { nodeFlags: LAUNCHER_FLAGS.join(' '), ...(Object.keys(LAUNCH.env).length ? { env: Object.entries(LAUNCH.env).map(([k, v]) => `${k}=${v}`).join(' ') } : {}), rssMB: r1(rss), settledRssMB: r1(median(runs.map((r) => r.settled))), afterScrapeRssMB: r1(median(runs.map((r) => r.afterScrape))), bareNodeRssMB: r1(bare), overBareNodeMB: r1(rss - bare), rounds: ROUNDS };
 }
 
 // ---- cni -------------------------------------------------------------------------------------------------------

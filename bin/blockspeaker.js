@@ -4,8 +4,11 @@
 // BLOCKSPEAKER_FROM_SOURCE=1 forces the sources. A bundle older than dist/src is stale (tsc ran after the last
 // `npm run build`) and is not used.
 // --max-semi-space-size=1 in the line above: V8's young generation capped at 1 MB per semi-space (default 16):
-// ~1.4 MB less RSS for the idle daemon (BENCHMARKS.md "Footprint"). Started as `node bin/blockspeaker.js`, pass it
-// yourself, as the systemd unit, the DaemonSets and the Windows service do (env -S: coreutils 8.30+, macOS).
+// ~1.4 MB less RSS for the idle daemon, ~15 MB less peak RSS at 100 peers x 100 prefixes. 2 MB would save ~10 MB
+// more at that peak but costs the idle daemon ~1.7 MB, past the 55 MB goal (BENCHMARKS.md "Runtime flags and the
+// status endpoint under load"). Started as `node bin/blockspeaker.js`, pass it yourself, as
+// the systemd unit, the DaemonSets and the Windows service do (env -S: coreutils 8.30+, macOS);
+// test/deploy/node-flags.test.ts holds them all to this line.
 import { existsSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 

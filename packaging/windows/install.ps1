@@ -81,7 +81,7 @@ function Install-Blockspeaker {
   Invoke-Tool $nssmExe @('install', $ServiceName, $Exe)
   Invoke-Tool $nssmExe @('set', $ServiceName, 'AppParameters', "run -c `"$Config`"")
   Invoke-Tool $nssmExe @('set', $ServiceName, 'AppDirectory', $Here)
-  # The executable's node flags: a 1 MB young generation, ~1.4 MB less idle RSS (README "Footprint").
+  # The executable's node flags, the launcher's (bin/blockspeaker.js; README "Footprint").
   Invoke-Tool $nssmExe @('set', $ServiceName, 'AppEnvironmentExtra', 'NODE_OPTIONS=--max-semi-space-size=1')
   Invoke-Tool $nssmExe @('set', $ServiceName, 'DisplayName', 'blockspeaker (IPAM, BGP, HNS routes)')
   Invoke-Tool $nssmExe @('set', $ServiceName, 'ObjectName', 'LocalSystem')

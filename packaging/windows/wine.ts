@@ -165,8 +165,10 @@ export function startWine(exe: string, args: string[], opts: WineRun = {}): Wine
   const files = { stdin: path.join(dir, 'stdin'), stdout: path.join(dir, 'stdout'), stderr: path.join(dir, 'stderr') };
   fs.writeFileSync(files.stdin, opts.stdin ?? '');
   const fds = [fs.openSync(files.stdin, 'r'), fs.openSync(files.stdout, 'w'), fs.openSync(files.stderr, 'w')];
-  // Through env(1): a test runner's spawn hooks put their loaders back into NODE_OPTIONS of direct children.
-  const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', wine, exe, ...args], { cwd: opts.cwd, env: wineEnv(opts.env), stdio: fds });
+  // Through env(1): a test runner's spawn hooks put their loaders back into NODE_OPTIONS of direct children. A
+  // NODE_OPTIONS the caller gives (the launchers' node flags, as the Windows service sets them) is set after that.
+  const own = opts.env?.NODE_OPTIONS;
+  const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', ...(own ? [`NODE_OPTIONS=${own}`] : []), wine, exe, ...args], { cwd: opts.cwd, env: wineEnv(opts.env), stdio: fds });
   for (const fd of fds) fs.closeSync(fd);
   const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);
   const exited = new Promise<number | null>((resolve, reject) => {

@@ -139,11 +139,31 @@ export async function buildMetrics(src: MetricsSource): Promise<Registry> {
   return reg;
 }
 
+/**
+ * The source with what several metrics read (peers, pool and block usage, HNS counters) read once per scrape: a
+ * dozen per-peer metrics would otherwise build every peer's status a dozen times (with 100 peers, most of a
+ * scrape's work; BENCHMARKS.md "Runtime flags and the status endpoint"). clear() ends a scrape.
+ */
+export function perScrape(src: MetricsSource): MetricsSource & { clear(): void } {
+  const memo = new Map<string, unknown>();
+  const once = <K extends 'peers' | 'poolUsage' | 'blockUsage' | 'hns'>(k: K): MetricsSource[K] =>
+    (() => {
+      if (!memo.has(k)) memo.set(k, (src[k] as () => unknown)());
+      return memo.get(k);
+    }) as MetricsSource[K];
+  return { ...src, peers: once('peers'), poolUsage: once('poolUsage'), blockUsage: once('blockUsage'), hns: once('hns'), clear: () => memo.clear() };
+}
+
 /** A /metrics handler that builds the registry on its first call. */
 export function lazyMetrics(source: () => MetricsSource): () => Promise<{ body: string; contentType: string }> {
   let reg: Promise<Registry> | undefined;
+  let src: ReturnType<typeof perScrape> | undefined;
   return async () => {
-    const r = await (reg ??= buildMetrics(source()));
-    return { body: await r.metrics(), contentType: r.contentType.split(';')[0] };
+    const r = await (reg ??= buildMetrics((src = perScrape(source()))));
+    try {
+      return { body: await r.metrics(), contentType: r.contentType.split(';')[0] };
+    } finally {
+      src!.clear(); // the next scrape reads afresh (one running alongside shares this reading)
+    }
   };
 }

@@ -1,6 +1,7 @@
 // The JSON status endpoint over node:http: read-only views of the running daemon. Handlers are registered by path
 // (exact, or a prefix ending in "/" for /peers/{addr}), so later parts (metrics, ipam, dataplane) add their own.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { getHeapStatistics } from 'node:v8';
 import type { AddressInfo } from 'node:net';
 import { describeAttrs } from '../bgp/codec/json.ts';
 import type { PeerStatus } from '../bgp/speaker.ts';
@@ -45,6 +46,19 @@ export class HttpError extends Error {
   }
 }
 
+/**
+ * The node flags this process runs with and the V8 heap limit they give, so an operator (and the Windows test under
+ * wine, where the executable takes its flags from NODE_OPTIONS) can see the launcher's flags took effect: the
+ * limit counts the young generation (three semi-spaces), so --max-semi-space-size shows in it.
+ */
+function runtime() {
+  return {
+    execArgv: process.execArgv,
+    nodeOptions: process.env.NODE_OPTIONS ?? null,
+    heapSizeLimitMB: Math.round((getHeapStatistics().heap_size_limit / 2 ** 20) * 10) / 10,
+  };
+}
+
 /** Most routes /routes returns unless ?limit= says otherwise: a full table as one JSON document is ~200 MB. */
 export const DEFAULT_ROUTE_LIMIT = 10_000;
 
@@ -70,6 +84,7 @@ export class StatusServer {
           routerId: bgp?.routerId ?? null,
           version: src.version,
           node_version: process.version,
+          runtime: runtime(),
           startedAt: new Date(src.startedAt).toISOString(),
           uptime: Math.floor((now() - src.startedAt) / 1000),
           peers: { configured: peers.length, established: peers.filter((p) => p.state === 'Established').length },

@@ -1,5 +1,6 @@
 // The status endpoint on its own: a StatusServer over a hand-filled RIB and fake peers, on an ephemeral port.
 import t from 'tap';
+import v8 from 'node:v8';
 import { StatusServer } from '../../src/status/http.ts';
 import { Rib } from '../../src/rib/rib.ts';
 import { makeAttrs, asSequence } from '../../src/rib/attrs.ts';
@@ -42,6 +43,7 @@ t.test('endpoints', async (t) => {
 
   t.same((await get('/status')).body, {
     node: 'node-x', os: 'linux', asn: 65000, routerId: '10.0.0.1', version: '9.9.9', node_version: process.version,
+    runtime: { execArgv: process.execArgv, nodeOptions: process.env.NODE_OPTIONS ?? null, heapSizeLimitMB: Math.round((v8.getHeapStatistics().heap_size_limit / 2 ** 20) * 10) / 10 },
     startedAt: new Date(now - 42_000).toISOString(), uptime: 42, peers: { configured: 2, established: 1 }, routes: 4,
   });
   now += 3000;

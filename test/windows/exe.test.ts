@@ -9,7 +9,8 @@ import t, { type Test } from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { driveC, runWine, startWine, zPath, type WineChild, type WineResult } from '../../packaging/windows/wine.ts';
+import { driveC, projectRoot, runWine, startWine, windowsNode, zPath, type WineChild, type WineResult } from '../../packaging/windows/wine.ts';
+import { launcher } from '../lib/launcher.ts';
 import { freePort } from '../store/etcd-harness.ts';
 import { exe, parseLog, windowsReady } from './harness.ts';
 
@@ -102,7 +103,9 @@ dataplane: { kind: hns }
 status: { listen: "127.0.0.1:${statusPort}" }
 `,
     );
-    const d = startWine(exe.cli, ['run', '-c', zPath(config), '--dry-run'], { timeoutMs: 400_000 });
+    // With the node flags the Windows service and DaemonSet give it (NODE_OPTIONS: a SEA takes no command-line flags).
+    const nodeOptions = launcher(projectRoot).flags.join(' ');
+    const d = startWine(exe.cli, ['run', '-c', zPath(config), '--dry-run'], { timeoutMs: 400_000, env: { NODE_OPTIONS: nodeOptions } });
     t.teardown(() => d.kill());
     const lines = await waitForLog(d, 'started', 180_000);
     t.ok(lines.some((l) => l.msg === 'control socket listening' && l.path === '\\\\.\\pipe\\blockspeaker'), 'the default named pipe');
@@ -110,6 +113,13 @@ status: { listen: "127.0.0.1:${statusPort}" }
     t.ok(fs.existsSync(path.join(driveC(), storeName, 'store')), 'store directory made on drive C: of the prefix');
     const status = (await (await fetch(`http://127.0.0.1:${statusPort}/status`)).json()) as Record<string, unknown>;
     t.match(status, { node: 'win-node-1', asn: 65010 }, 'status endpoint answers from the Windows process');
+    // The flags reached V8: the heap limit counts 3 semi-spaces, so it is the one the same flags give node here
+    // less the semi-space difference, whatever the old generation's size; compare with node.exe's own answer.
+    t.match(status.runtime, { nodeOptions, heapSizeLimitMB: Number }, 'the executable runs with the launchers\' NODE_OPTIONS');
+    const plain = await runWine(windowsNode(), ['-p', 'require("v8").getHeapStatistics().heap_size_limit / 2 ** 20']);
+    const flagged = await runWine(windowsNode(), ['-p', 'require("v8").getHeapStatistics().heap_size_limit / 2 ** 20'], { env: { NODE_OPTIONS: nodeOptions } });
+    t.equal((status.runtime as { heapSizeLimitMB: number }).heapSizeLimitMB, Math.round(Number(flagged.stdout) * 10) / 10, 'the heap limit node.exe has with those flags');
+    t.not(Number(flagged.stdout), Number(plain.stdout), 'which is not the default one');
 
     // ---- assign and release over the pipe, from the CLI executable
     const assigned = await runWine(exe.cli, ['ipam', '--daemon', '--json', 'assign', '--handle', 'cli1.eth0']);
