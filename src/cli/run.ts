@@ -2,7 +2,7 @@
 // parts and their wiring live in src/daemon/daemon.ts. Which signal means what is the platform's (Linux: SIGTERM
 // restart-stop, SIGINT withdraw-stop, SIGHUP reload; Windows: Ctrl+C/Ctrl+Break/console close restart-stop); on
 // every OS `blockspeaker daemon stop [--withdraw]` and `daemon reload` do the same over the control socket.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { pino, type Logger as Pino } from 'pino';
@@ -10,6 +10,7 @@ import { ConfigError, formatConfig, loadConfig, type Config } from '../config/co
 import { Daemon } from '../daemon/daemon.ts';
 import { DirAclError, hostPlatform, type ControlAction, type Platform } from '../platform/platform.ts';
 import { markerSubject, RunMarker, RunMarkerError } from '../platform/runmarker.ts';
+import { secretFiles } from '../config/secret-files.ts';
 import { CliError, parse, required } from './args.ts';
 
 const HELP = `usage: blockspeaker run -c FILE [--check] [--log-level LEVEL] [--run-dir DIR] [--restarted] [--dry-run]
@@ -93,6 +94,28 @@ async function checkConfigDir(platform: Platform, file: string, log: Pino): Prom
   }
 }
 
+/**
+ * The config file itself (others must not change it) and the secret files it names (nor read them). A secret file
+ * that is not there is left to its reader, which says so where it is read.
+ */
+async function checkConfigFiles(platform: Platform, file: string, cfg: Config, log: Pino): Promise<void> {
+  const files = [{ file, secret: undefined as string | undefined }, ...secretFiles(cfg).map((s) => ({ file: s.file, secret: s.field }))];
+  for (const f of files) {
+    if (f.secret !== undefined && !existsSync(f.file)) continue;
+    let r;
+    try {
+      r = await platform.checkFile(f.file, f.secret === undefined ? {} : { secret: f.secret });
+    } catch (e) {
+      if (e instanceof DirAclError) throw new StartError(`config ${file}: ${e.message}`);
+      throw e;
+    }
+    if (r) {
+      if (r.enforced) log.info({ config: file }, r.what);
+      else log.warn({ config: file }, r.what);
+    }
+  }
+}
+
 export async function run(argv: string[], platform: Platform = hostPlatform()): Promise<number> {
   const { values } = parse('run', argv, {
     config: { type: 'string', short: 'c' },
@@ -123,6 +146,7 @@ export async function run(argv: string[], platform: Platform = hostPlatform()): 
   const ver = version();
   log.info({ config: file, version: ver, pid: process.pid }, 'starting');
   await checkConfigDir(platform, file, log);
+  await checkConfigFiles(platform, file, cfg, log);
 
   const subject = markerSubject(cfg.ipam?.store, cfg.node.name, file);
   const marker = new RunMarker(values['run-dir'] ?? (await defaultRunDir(platform, log)), cfg.node.name, subject, platform);

@@ -21,7 +21,7 @@ export const ADMIN_ONLY_DIR_SDDL = 'D:P(A;OICI;GA;;;SY)(A;OICI;GA;;;BA)';
 const ERROR_ALREADY_EXISTS = 183;
 
 /** Principals a state directory may hold: by SDDL alias or by number. */
-const TRUSTED = new Set(['SY', 'S-1-5-18', 'BA', 'S-1-5-32-544']);
+export const TRUSTED = new Set(['SY', 'S-1-5-18', 'BA', 'S-1-5-32-544']);
 
 /** Names for the SIDs a too-wide directory usually shows (message text only). */
 const NAMES: Record<string, string> = {
@@ -71,7 +71,8 @@ export function sddlParts(sddl: string): { owner?: string; dacl?: string } {
   return { owner: parts.O?.trim(), dacl: parts.D?.trim() };
 }
 
-function who(sid: string): string {
+/** A SID with its well-known name, for messages. */
+export function who(sid: string): string {
   const name = NAMES[sid.toUpperCase()];
   return name ? `${sid} (${name})` : sid;
 }
