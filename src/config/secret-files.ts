@@ -22,3 +22,8 @@ export function secretFiles(cfg: Config): SecretFile[] {
   cfg.bgp?.selectorPeers?.forEach((p, i) => add(`bgp.selectorPeers[${i}].password`, p.password));
   return out;
 }
+
+/** The BGP password files (what the daemon watches for rotation, src/daemon/password-watch.ts). */
+export function bgpPasswordFiles(cfg: Config): string[] {
+  return [...new Set(secretFiles(cfg).filter((s) => s.field.startsWith('bgp.')).map((s) => s.file))];
+}
