@@ -8,7 +8,7 @@ import { dirname, join, resolve } from 'node:path';
 import { pino, type Logger as Pino } from 'pino';
 import { ConfigError, formatConfig, loadConfig, type Config } from '../config/config.ts';
 import { Daemon } from '../daemon/daemon.ts';
-import { DirAclError, hostPlatform, type ControlAction, type Platform } from '../platform/platform.ts';
+import { DirAclError, hostPlatform, type ControlAction, type DirReport, type Platform } from '../platform/platform.ts';
 import { markerSubject, RunMarker, RunMarkerError } from '../platform/runmarker.ts';
 import { secretFiles } from '../config/secret-files.ts';
 import { CliError, parse, required } from './args.ts';
@@ -78,12 +78,11 @@ async function defaultRunDir(platform: Platform, log: Pino): Promise<string> {
   return platform.paths.runDir;
 }
 
-/** The config file's directory: whoever may write there may change what this daemon (LocalSystem) runs with. */
-async function checkConfigDir(platform: Platform, file: string, log: Pino): Promise<void> {
-  const dir = dirname(resolve(file));
+/** Run one of the config's access checks: a refusal is a StartError naming the config; what was checked is logged. */
+async function configCheck(file: string, log: Pino, check: () => Promise<DirReport | undefined>): Promise<void> {
   let r;
   try {
-    r = await platform.prepareDir(dir, { create: false });
+    r = await check();
   } catch (e) {
     if (e instanceof DirAclError) throw new StartError(`config ${file}: ${e.message}`);
     throw e;
@@ -94,25 +93,19 @@ async function checkConfigDir(platform: Platform, file: string, log: Pino): Prom
   }
 }
 
+/** The config file's directory: whoever may write there may change what this daemon (LocalSystem) runs with. */
+async function checkConfigDir(platform: Platform, file: string, log: Pino): Promise<void> {
+  await configCheck(file, log, () => platform.prepareDir(dirname(resolve(file)), { create: false }));
+}
+
 /**
  * The config file itself (others must not change it) and the secret files it names (nor read them). A secret file
  * that is not there is left to its reader, which says so where it is read.
  */
 async function checkConfigFiles(platform: Platform, file: string, cfg: Config, log: Pino): Promise<void> {
-  const files = [{ file, secret: undefined as string | undefined }, ...secretFiles(cfg).map((s) => ({ file: s.file, secret: s.field }))];
-  for (const f of files) {
-    if (f.secret !== undefined && !existsSync(f.file)) continue;
-    let r;
-    try {
-      r = await platform.checkFile(f.file, f.secret === undefined ? {} : { secret: f.secret });
-    } catch (e) {
-      if (e instanceof DirAclError) throw new StartError(`config ${file}: ${e.message}`);
-      throw e;
-    }
-    if (r) {
-      if (r.enforced) log.info({ config: file }, r.what);
-      else log.warn({ config: file }, r.what);
-    }
+  await configCheck(file, log, () => platform.checkFile(file));
+  for (const s of secretFiles(cfg)) {
+    if (existsSync(s.file)) await configCheck(file, log, () => platform.checkFile(s.file, { secret: s.field }));
   }
 }
 

@@ -8,7 +8,7 @@
 // secret inline (passwords are { file } or { env } references, src/config/peer-hardening.ts), so only the files
 // named there are refused when others may read them. As with directories, nothing is tightened for the operator: the
 // start is refused with the one command that fixes it.
-import { DirAclError, sddlParts, TRUSTED, who, type DirReport } from './dir-acl.ts';
+import { DirAclError, othersIn, TRUSTED, who, type DirReport } from './dir-acl.ts';
 import type { Win32SecurityApi } from './pipe-acl.ts';
 
 /** Owner Administrators, full control for SYSTEM and Administrators, protected: what the fix command sets. */
@@ -44,26 +44,17 @@ export function rightsMask(rights: string): number {
  * grant nothing.
  */
 export function fileAccessProblem(sddl: string, self: string | undefined, secret: boolean): string | undefined {
-  const ok = (sid: string) => TRUSTED.has(sid.toUpperCase()) || (!!self && sid.toUpperCase() === self.toUpperCase());
-  const { owner, dacl } = sddlParts(sddl);
+  const o = othersIn(sddl, self);
   const problems: string[] = [];
-  if (owner !== undefined && !ok(owner)) problems.push(`its owner is ${who(owner)} (an owner may rewrite the DACL)`);
-  if (dacl === undefined || /^[A-Z]*NO_ACCESS_CONTROL/.test(dacl)) {
-    problems.push('it has no DACL (everyone has full access)');
-  } else {
-    for (const m of dacl.matchAll(/\(([^)]*)\)/g)) {
-      const f = m[1]!.split(';').map((x) => x.trim());
-      const type = (f[0] ?? '').toUpperCase();
-      if (type === 'D' || type === 'OD' || type === 'XD') continue;
-      if ((f[1] ?? '').toUpperCase().includes('IO')) continue;
-      const sid = f[5] ?? '';
-      if (ok(sid)) continue;
-      const mask = rightsMask(f[2] ?? '');
-      const what = [mask & WRITE ? 'write' : '', secret && mask & READ ? 'read' : ''].filter(Boolean).join(' and ');
-      if (!what) continue;
-      const inherited = (f[1] ?? '').toUpperCase().includes('ID') ? ', inherited from its directory' : '';
-      problems.push(`entry (${m[1]}) grants ${f[2]} (${what}) to ${who(sid)}${inherited}`);
-    }
+  if (o.owner !== undefined) problems.push(`its owner is ${who(o.owner)} (an owner may rewrite the DACL)`);
+  if (o.noDacl) problems.push('it has no DACL (everyone has full access)');
+  for (const e of o.entries) {
+    if (e.flags.includes('IO')) continue;
+    const mask = rightsMask(e.rights);
+    const what = [mask & WRITE ? 'write' : '', secret && mask & READ ? 'read' : ''].filter(Boolean).join(' and ');
+    if (!what) continue;
+    const inherited = e.flags.includes('ID') ? ', inherited from its directory' : '';
+    problems.push(`entry (${e.text}) grants ${e.rights} (${what}) to ${who(e.sid)}${inherited}`);
   }
   return problems.length ? problems.join('; ') : undefined;
 }
