@@ -287,6 +287,7 @@ export class Daemon {
         if (this.speaker && next.bgp) {
           if (this.cluster) await this.cluster.reconfigure(next);
           else await this.speaker.reconfigure(next.bgp);
+          this.passwordWatch.set(bgpPasswordFiles(next)); // a BGPPeer or BGPConfiguration may name another Secret
         }
         this.cfg = next;
       },
