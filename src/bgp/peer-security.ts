@@ -8,7 +8,7 @@ import * as net from 'node:net';
 import { inspect } from 'node:util';
 import type { IP } from '../net/ip.ts';
 import {
-  acceptedOptions, connectOptions, listenerKeyRemoval, listenerOptions, TCP_MD5SIG_MAXKEYLEN,
+  acceptedOptions, connectOptions, encodeMd5Sig, listenerKeyRemoval, listenerOptions, SOL_TCP, TCP_MD5SIG, TCP_MD5SIG_MAXKEYLEN,
   type PeerSocketNeeds, type SockAddr, type SocketCalls, type SocketOptionsHost,
 } from '../platform/sockopt.ts';
 
@@ -206,6 +206,15 @@ export class PeerSockets {
       }
     }
     return errors;
+  }
+
+  /** Replace the TCP-MD5 key on a session's socket (connected or accepted) with `sec`'s: see ./md5-rekey.ts. */
+  rekey(sock: net.Socket, ip: IP, sec: PeerSecurity, label: string): void {
+    if (!sec.md5Key) throw new Error('no TCP-MD5 key to set');
+    const calls = this.need();
+    const fd = fdOf(sock);
+    const family: 4 | 6 = net.isIPv6(sock.localAddress ?? '') ? 6 : 4;
+    calls.setsockopt(fd, { level: SOL_TCP, name: TCP_MD5SIG, value: encodeMd5Sig(sockAddr(ip), sec.md5Key.bytes, family), what: `TCP_MD5SIG for ${label}` });
   }
 
   private need(): SocketCalls {

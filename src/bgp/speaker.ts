@@ -18,6 +18,7 @@ import type { DownInfo } from './fsm.ts';
 import { MaxPrefixGuard, normMaxPrefixes, type MaxPrefixesConfig, type MaxPrefixLimits, type MaxPrefixStatus } from './maxprefix.ts';
 import { PeerErrors, type PeerErrorCounts } from './peer-errors.ts';
 import { PeerSockets, peerSecurity, wantsSocketOptions, type PasswordSource, type PeerSecurity } from './peer-security.ts';
+import { onlyKeyChanged, sessionSocket } from './md5-rekey.ts';
 import { hostSocketOptions, type SocketOptionsHost } from '../platform/sockopt.ts';
 import { compilePrefixList, sameRules, type PrefixFilter, type PrefixRule } from './policy.ts';
 import { clusterLoop, reflectedAttrs, reflects } from './reflect.ts';
@@ -487,7 +488,9 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       }
       // The very object this peer runs with (a frozen peer config passed again, see normPeerMemo): unchanged.
       if (n === p.cfg && !everything) continue;
-      if (everything || !sameSession(p.cfg, n)) {
+      // A new password and nothing else: the key is replaced on the running session (./md5-rekey.ts).
+      const rekeyed = !everything && !sameSession(p.cfg, n) && onlyKeyChanged(p.cfg, n, sameSession) && this.rekeySessions(p, n);
+      if (!rekeyed && (everything || !sameSession(p.cfg, n))) {
         this.log.info(`peer ${p.cfg.address}: session settings changed, restarting it`);
         this.stopPeer(p, CeaseSubcode.OTHER_CONFIG_CHANGE);
         const fresh = new PeerState(n, false);
@@ -677,7 +680,31 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     return n;
   }
 
-  private readonly normMemo = new WeakMap<SpeakerPeerConfig, { ctx: string; n: NormPeer }>();
+  private normMemo = new WeakMap<SpeakerPeerConfig, { ctx: string; n: NormPeer }>();
+
+  /**
+   * Read every peer's password again (a password file was rotated) and apply what changed as reconfigure does: a
+   * changed key is replaced on the running session where the OS allows (./md5-rekey.ts), else the session restarts.
+   */
+  async refreshPasswords(): Promise<void> {
+    this.normMemo = new WeakMap(); // frozen (cluster) peer configs are normalised, and their files read, again
+    await this.reconfigure(this.cfg);
+  }
+
+  /** Put `n`'s TCP-MD5 key on every socket the peer has now; false (then it restarts) when one cannot take it. */
+  private rekeySessions(p: PeerState, n: NormPeer): boolean {
+    try {
+      for (const s of new Set([p.session, p.incoming, p.established])) {
+        const sock = s && sessionSocket(s);
+        if (sock && !sock.destroyed) this.sockets.rekey(sock, n.ip, n.security, n.address);
+      }
+    } catch (e) {
+      this.log.warn(`peer ${n.address}: cannot replace its TCP-MD5 key on the running session (${(e as Error).message}); restarting it`);
+      return false;
+    }
+    this.log.info(`peer ${n.address}: TCP-MD5 key replaced on the running session (not restarted)`);
+    return true;
+  }
 
   private normPeerWith(p: SpeakerPeerConfig, cfg: SpeakerConfig): NormPeer {
     const ip = parseIP(p.address);

@@ -2,14 +2,15 @@
 // parts and their wiring live in src/daemon/daemon.ts. Which signal means what is the platform's (Linux: SIGTERM
 // restart-stop, SIGINT withdraw-stop, SIGHUP reload; Windows: Ctrl+C/Ctrl+Break/console close restart-stop); on
 // every OS `blockspeaker daemon stop [--withdraw]` and `daemon reload` do the same over the control socket.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { pino, type Logger as Pino } from 'pino';
 import { ConfigError, formatConfig, loadConfig, type Config } from '../config/config.ts';
 import { Daemon } from '../daemon/daemon.ts';
-import { DirAclError, hostPlatform, type ControlAction, type Platform } from '../platform/platform.ts';
+import { DirAclError, hostPlatform, type ControlAction, type DirReport, type Platform } from '../platform/platform.ts';
 import { markerSubject, RunMarker, RunMarkerError } from '../platform/runmarker.ts';
+import { secretFiles } from '../config/secret-files.ts';
 import { CliError, parse, required } from './args.ts';
 
 const HELP = `usage: blockspeaker run -c FILE [--check] [--log-level LEVEL] [--run-dir DIR] [--restarted] [--dry-run]
@@ -77,12 +78,11 @@ async function defaultRunDir(platform: Platform, log: Pino): Promise<string> {
   return platform.paths.runDir;
 }
 
-/** The config file's directory: whoever may write there may change what this daemon (LocalSystem) runs with. */
-async function checkConfigDir(platform: Platform, file: string, log: Pino): Promise<void> {
-  const dir = dirname(resolve(file));
+/** Run one of the config's access checks: a refusal is a StartError naming the config; what was checked is logged. */
+async function configCheck(file: string, log: Pino, check: () => Promise<DirReport | undefined>): Promise<void> {
   let r;
   try {
-    r = await platform.prepareDir(dir, { create: false });
+    r = await check();
   } catch (e) {
     if (e instanceof DirAclError) throw new StartError(`config ${file}: ${e.message}`);
     throw e;
@@ -90,6 +90,22 @@ async function checkConfigDir(platform: Platform, file: string, log: Pino): Prom
   if (r) {
     if (r.enforced) log.info({ config: file }, r.what);
     else log.warn({ config: file }, r.what);
+  }
+}
+
+/** The config file's directory: whoever may write there may change what this daemon (LocalSystem) runs with. */
+async function checkConfigDir(platform: Platform, file: string, log: Pino): Promise<void> {
+  await configCheck(file, log, () => platform.prepareDir(dirname(resolve(file)), { create: false }));
+}
+
+/**
+ * The config file itself (others must not change it) and the secret files it names (nor read them). A secret file
+ * that is not there is left to its reader, which says so where it is read.
+ */
+async function checkConfigFiles(platform: Platform, file: string, cfg: Config, log: Pino): Promise<void> {
+  await configCheck(file, log, () => platform.checkFile(file));
+  for (const s of secretFiles(cfg)) {
+    if (existsSync(s.file)) await configCheck(file, log, () => platform.checkFile(s.file, { secret: s.field }));
   }
 }
 
@@ -123,6 +139,7 @@ export async function run(argv: string[], platform: Platform = hostPlatform()): 
   const ver = version();
   log.info({ config: file, version: ver, pid: process.pid }, 'starting');
   await checkConfigDir(platform, file, log);
+  await checkConfigFiles(platform, file, cfg, log);
 
   const subject = markerSubject(cfg.ipam?.store, cfg.node.name, file);
   const marker = new RunMarker(values['run-dir'] ?? (await defaultRunDir(platform, log)), cfg.node.name, subject, platform);

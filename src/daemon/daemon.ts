@@ -41,6 +41,8 @@ import { ClusterPeers } from './cluster.ts';
 import { bfdPeers, newBfdManager } from './bfd.ts';
 import { calicoNodeLayout } from '../cluster/node.ts';
 import { CalicoWatch } from './calico-watch.ts';
+import { PasswordWatch } from './password-watch.ts';
+import { bgpPasswordFiles } from '../config/secret-files.ts';
 
 export interface DaemonOptions {
   /** The config file (re-read on reload). */
@@ -132,6 +134,8 @@ export function mergeCalico(cfg: Config, file: string, warn: (msg: string) => vo
 export class Daemon {
   cfg: Config;
   speaker: Speaker | null = null;
+  /** Rotated BGP password files: keys replaced on running sessions (src/daemon/password-watch.ts). */
+  private readonly passwordWatch = new PasswordWatch(() => void this.refreshPasswords());
   store: Store | null = null;
   ipam: Ipam | null = null;
   /** Calico layout: releases deleted Nodes' affinities, and their addresses after a grace period. */
@@ -223,6 +227,7 @@ export class Daemon {
         announce: cfg.bgp.announce.length }, 'bgp started');
     } else this.log.warn('no bgp section: the speaker does not run');
     if (this.store) await this.startCluster();
+    if (cfg.bgp) this.passwordWatch.set(bgpPasswordFiles(cfg));
     this.readiness.speaker = true;
     if (this.ipam) {
       this.announcer = new IpamAnnouncer(this.ipam, cfg.node.name, {
@@ -282,6 +287,7 @@ export class Daemon {
         if (this.speaker && next.bgp) {
           if (this.cluster) await this.cluster.reconfigure(next);
           else await this.speaker.reconfigure(next.bgp);
+          this.passwordWatch.set(bgpPasswordFiles(next)); // a BGPPeer or BGPConfiguration may name another Secret
         }
         this.cfg = next;
       },
@@ -649,10 +655,22 @@ export class Daemon {
         }
       }
       this.cfg = next;
+      this.passwordWatch.set(this.speaker ? bgpPasswordFiles(next) : []);
       this.log.info({ config: this.opts.file }, 'config reloaded');
     } catch (e) {
       this.cfg = next;
       this.log.error({ err: (e as Error).message }, 'reload partly applied');
+    }
+  }
+
+  /** A BGP password file changed: every peer's password is read again, changed keys replaced (Speaker.refreshPasswords). */
+  private async refreshPasswords(): Promise<void> {
+    if (this.stopped || !this.speaker) return;
+    this.log.info({ files: this.passwordWatch.watched }, 'a BGP password file changed: reading the passwords again');
+    try {
+      await this.speaker.refreshPasswords();
+    } catch (e) {
+      this.log.error({ err: (e as Error).message }, 'BGP passwords: re-reading failed');
     }
   }
 
@@ -679,6 +697,7 @@ export class Daemon {
       step('control socket', () => this.ipc?.close()),
     ]);
     this.announcer?.stop();
+    this.passwordWatch.close();
     this.calicoWatch?.close();
     await step('node cleanup', () => this.nodeCleanup?.stop());
     this.cluster?.close();

@@ -30,7 +30,8 @@ export const RELEASE_AFTER_REQUESTS = 200;
 export const RELEASE_AFTER_MS = 10 * 60_000;
 
 let held = false;
-let requests = 0;
+/** Control-socket requests the hold still waits for; each hold starts it afresh. */
+let requestsLeft = RELEASE_AFTER_REQUESTS;
 let timer: NodeJS.Timeout | undefined;
 let setFlags: (flags: string) => void = (f) => v8.setFlagsFromString(f);
 
@@ -47,8 +48,6 @@ export interface HoldOptions {
   /** For tests: what sets a V8 flag (default v8.setFlagsFromString). */
   setFlags?: (flags: string) => void;
 }
-
-let requestBudget = RELEASE_AFTER_REQUESTS;
 
 /**
  * Turn the optimising and baseline compilers off until release(); a no-op when the user chose the flags, and when
@@ -68,8 +67,7 @@ export function holdOptimizer(opts: HoldOptions = {}): boolean {
     /* the optimiser alone is held */
   }
   held = true;
-  requests = 0;
-  requestBudget = opts.releaseAfterRequests ?? RELEASE_AFTER_REQUESTS;
+  requestsLeft = opts.releaseAfterRequests ?? RELEASE_AFTER_REQUESTS;
   timer = setTimeout(release, opts.releaseAfterMs ?? RELEASE_AFTER_MS);
   timer.unref();
   return true;
@@ -92,7 +90,7 @@ export function release(): void {
 
 /** One unit of request work (a control-socket request): enough of them release the hold. */
 export function noteRequest(): void {
-  if (held && ++requests >= requestBudget) release();
+  if (held && --requestsLeft <= 0) release();
 }
 
 /** The handlers, each counting as one request for noteRequest() (the daemon's control socket). */

@@ -164,6 +164,8 @@ interface Slot<T> {
   created?: string;
   /** ... and the key of the affinity written with it. */
   affinityKey?: string;
+  /** Changed after it was read or created (markBlock): a created block that was not is written as created. */
+  changed?: boolean;
 }
 
 /** An affinity this pass writes: guarded by `rev` (0 = must be absent). */
@@ -250,6 +252,7 @@ export class Pass {
     const slot = this.blockSlots.get(block.cidr);
     if (!slot) throw new Error(`block ${block.cidr} is not part of this pass`);
     slot.dirty = true;
+    slot.changed = true;
   }
 
   /** Delete a block when the pass commits. */
@@ -304,7 +307,10 @@ export class Pass {
       if (!s.dirty) continue;
       const key = this.ds.keys.block(cidr);
       compares.push({ key, modRevision: s.rev });
-      ops.push(s.value ? { type: 'put', key, value: this.ds.layout.encodeBlock(s.value) } : { type: 'delete', key });
+      // A claimed block nothing was taken from is written as a bare create would write it (re-encoding it would
+      // count an update: Calico's sequenceNumber one higher than the two-phase claim leaves).
+      const value = s.created !== undefined && !s.changed ? s.created : s.value && this.ds.layout.encodeBlock(s.value);
+      ops.push(value ? { type: 'put', key, value } : { type: 'delete', key });
     }
     for (const [handle, s] of this.handleSlots) {
       if (!s.dirty) continue;
@@ -343,6 +349,7 @@ export class Pass {
       if (!r.succeeded) return false;
       s.rev = r.revision;
       s.created = undefined;
+      s.dirty = s.changed === true; // a bare claim is done; one with allocations follows as an update
       if (aff) this.affinityWrites.delete(s.affinityKey!);
     }
     return true;

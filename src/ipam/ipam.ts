@@ -879,33 +879,42 @@ export class Ipam {
 
   // ---- affinities ---------------------------------------------------------------------------------------------
 
-  /** Claim every block of `cidr` for a host. Blocks that exist already (someone else's) are listed as failed. */
+  /**
+   * Claim every block of `cidr` for a host (`ipam claim`). Blocks that exist already (someone else's) are listed as
+   * failed. The free ones are claimed as assign claims them: in one transaction (block absent and our affinity
+   * absent or pending, then block and confirmed affinity written), so a crash leaves all of them claimed or none
+   * (more than MAX_TXN_OPS writes: one transaction per claim, Pass.commitClaims); when another writer gets a block
+   * first the pass is read again and that block fails.
+   */
   async claimAffinity(cidrText: string, hostName: string): Promise<{ claimed: string[]; failed: string[] }> {
     const cidr = parsePrefix(cidrText);
     const ctx = await this.context(hostName);
     const pool = ctx.pools.find((p) => prefixContainsPrefix(pfx(p.cidr), cidr));
     if (!pool) throw new IpamError('NO_POOL', `${cidrText} is not inside any pool`);
     if (cidr.len > pool.blockSize) throw new IpamError('INVALID', `${cidrText} is smaller than pool ${pool.name}'s /${pool.blockSize} blocks`);
-    const out = { claimed: [] as string[], failed: [] as string[] };
-    const pass = new Pass(this.ds);
-    const affine = await this.affineSet(pass, ctx);
-    for (let i = 0; i < subnetCount(cidr, pool.blockSize); i++) {
-      const b = subnetAt(cidr, pool.blockSize, i);
-      const existing = await pass.block(b.toString());
-      if (existing) {
-        (affineHost(existing) === hostName ? out.claimed : out.failed).push(b.toString());
-        continue;
+    for (let attempt = 0; attempt < this.maxRetries; attempt++) {
+      const out = { claimed: [] as string[], failed: [] as string[] };
+      const pass = new Pass(this.ds);
+      const affine = await this.affineSet(pass, ctx);
+      for (let i = 0; i < subnetCount(cidr, pool.blockSize); i++) {
+        const b = subnetAt(cidr, pool.blockSize, i);
+        const existing = await pass.block(b.toString());
+        if (existing) {
+          (affineHost(existing) === hostName ? out.claimed : out.failed).push(b.toString());
+          continue;
+        }
+        const limit = ctx.config.maxBlocksPerHost;
+        if (limit > 0 && affine.count >= limit) {
+          out.failed.push(b.toString());
+          continue;
+        }
+        const got = await this.claim(pass, ctx, affine, pool, b, await this.needsHostReservation(affine, pool, ctx.host.os));
+        if (got) affine.add(got);
+        (got ? out.claimed : out.failed).push(b.toString());
       }
-      const limit = ctx.config.maxBlocksPerHost;
-      if (limit > 0 && affine.count >= limit) {
-        out.failed.push(b.toString());
-        continue;
-      }
-      const got = await this.twoPhaseClaim(pass, ctx, pool, b, await this.needsHostReservation(affine, pool, ctx.host.os));
-      if (got) affine.add(got);
-      (got ? out.claimed : out.failed).push(b.toString());
+      if (await pass.commit()) return out;
     }
-    return out;
+    throw new IpamError('CONTENTION', `blocks of ${cidrText} kept changing underneath ${this.maxRetries} attempts; try again`);
   }
 
   /**

@@ -21,7 +21,7 @@ export const ADMIN_ONLY_DIR_SDDL = 'D:P(A;OICI;GA;;;SY)(A;OICI;GA;;;BA)';
 const ERROR_ALREADY_EXISTS = 183;
 
 /** Principals a state directory may hold: by SDDL alias or by number. */
-const TRUSTED = new Set(['SY', 'S-1-5-18', 'BA', 'S-1-5-32-544']);
+export const TRUSTED = new Set(['SY', 'S-1-5-18', 'BA', 'S-1-5-32-544']);
 
 /** Names for the SIDs a too-wide directory usually shows (message text only). */
 const NAMES: Record<string, string> = {
@@ -71,30 +71,50 @@ export function sddlParts(sddl: string): { owner?: string; dacl?: string } {
   return { owner: parts.O?.trim(), dacl: parts.D?.trim() };
 }
 
-function who(sid: string): string {
+/** A SID with its well-known name, for messages. */
+export function who(sid: string): string {
   const name = NAMES[sid.toUpperCase()];
   return name ? `${sid} (${name})` : sid;
 }
 
-/** What makes `sddl` (owner and DACL) wider than SYSTEM, Administrators and `self`; undefined when it is not. */
-export function dirAccessProblem(sddl: string, self?: string): string | undefined {
+/** An allow entry of a DACL, split into its fields. */
+export interface AllowEntry {
+  /** The entry as written, without its parentheses. */
+  text: string;
+  flags: string;
+  rights: string;
+  sid: string;
+}
+
+/**
+ * What in `sddl` names anyone but SYSTEM, Administrators and `self`: an owner outside them (who may always rewrite
+ * the DACL), no DACL at all, and the allow entries for others (deny entries grant nothing).
+ */
+export function othersIn(sddl: string, self?: string): { owner?: string; noDacl: boolean; entries: AllowEntry[] } {
   const ok = (sid: string) => TRUSTED.has(sid.toUpperCase()) || (!!self && sid.toUpperCase() === self.toUpperCase());
   const { owner, dacl } = sddlParts(sddl);
+  const out: { owner?: string; noDacl: boolean; entries: AllowEntry[] } = { noDacl: dacl === undefined || /^[A-Z]*NO_ACCESS_CONTROL/.test(dacl), entries: [] };
+  if (owner !== undefined && !ok(owner)) out.owner = owner;
+  if (out.noDacl) return out;
+  for (const m of dacl!.matchAll(/\(([^)]*)\)/g)) {
+    const f = m[1]!.split(';').map((x) => x.trim());
+    const type = (f[0] ?? '').toUpperCase();
+    if (type === 'D' || type === 'OD' || type === 'XD') continue;
+    const sid = f[5] ?? '';
+    if (!ok(sid)) out.entries.push({ text: m[1]!, flags: (f[1] ?? '').toUpperCase(), rights: f[2] ?? '', sid });
+  }
+  return out;
+}
+
+/** What makes `sddl` (owner and DACL) wider than SYSTEM, Administrators and `self`; undefined when it is not. */
+export function dirAccessProblem(sddl: string, self?: string): string | undefined {
+  const o = othersIn(sddl, self);
   const problems: string[] = [];
-  // The owner may always rewrite the DACL, so an owner outside the trusted set is as wide as an open entry.
-  if (owner !== undefined && !ok(owner)) problems.push(`its owner is ${who(owner)}`);
-  if (dacl === undefined || /^[A-Z]*NO_ACCESS_CONTROL/.test(dacl)) {
-    problems.push('it has no DACL (everyone has full access)');
-  } else {
-    for (const m of dacl.matchAll(/\(([^)]*)\)/g)) {
-      const f = m[1]!.split(';').map((x) => x.trim());
-      const type = (f[0] ?? '').toUpperCase();
-      if (type === 'D' || type === 'OD' || type === 'XD') continue; // a deny entry grants nothing
-      const sid = f[5] ?? '';
-      if (ok(sid)) continue;
-      const inherited = (f[1] ?? '').toUpperCase().includes('ID') ? ', inherited from its parent' : '';
-      problems.push(`entry (${m[1]}) grants ${f[2]} to ${who(sid)}${inherited}`);
-    }
+  if (o.owner !== undefined) problems.push(`its owner is ${who(o.owner)}`);
+  if (o.noDacl) problems.push('it has no DACL (everyone has full access)');
+  for (const e of o.entries) {
+    const inherited = e.flags.includes('ID') ? ', inherited from its parent' : '';
+    problems.push(`entry (${e.text}) grants ${e.rights} to ${who(e.sid)}${inherited}`);
   }
   return problems.length ? problems.join('; ') : undefined;
 }

@@ -13,6 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { fileLocks } from './file-lock.ts';
 import { secureStateDir, type DirReport } from './dir-acl.ts';
+import { checkFileAcl } from './file-acl.ts';
 import { restrictPipe, type Win32SecurityApi } from './pipe-acl.ts';
 import { defaultPaths, HOST_PLATFORM, socketEndpoint, type DefaultPaths, type PlatformId } from './paths.ts';
 
@@ -89,6 +90,12 @@ export interface Platform {
    * one open to anyone but SYSTEM, Administrators and this account throws DirAclError. Linux: mkdir -p, umask.
    */
   prepareDir(dir: string, opts?: { create?: boolean }): Promise<DirReport | undefined>;
+  /**
+   * Check a file the daemon starts from (its config, the secret files the config names: `secret` is that field).
+   * Windows: an owner or DACL that lets anyone but SYSTEM, Administrators and this account change it (or, for a
+   * secret, read it) throws DirAclError (./file-acl.ts). Linux: nothing (undefined).
+   */
+  checkFile(file: string, opts?: { secret?: string }): Promise<DirReport | undefined>;
   /** Replace `target` by `tmp` (closed files only). Windows retries briefly: scanners hold files open for a moment. */
   replaceFile(tmp: string, target: string): void;
   spawn: Spawner;
@@ -259,6 +266,7 @@ export function linuxPlatform(d: PlatformDeps = realDeps()): Platform {
       const created = d.fs.mkdirSync(dir, { recursive: true });
       return created === undefined ? undefined : { created, enforced: true, what: `${created}: POSIX permissions from the umask` };
     },
+    checkFile: async () => undefined,
     replaceFile: (tmp, target) => d.fs.renameSync(tmp, target),
   };
 }
@@ -324,6 +332,7 @@ export function windowsPlatform(d: PlatformDeps = realDeps()): Platform {
         },
       }, opts?.create ?? true);
     },
+    checkFile: (file, opts) => checkFileAcl(file, d.win32Security, opts),
     replaceFile(tmp, target) {
       for (let i = 0; ; i++) {
         try {

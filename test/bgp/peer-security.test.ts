@@ -171,7 +171,7 @@ t.test('unreadable password, Windows, koffi missing: the peer is refused with th
   t.match(noFile.peers()[0], { state: 'Idle', refused: 'password: cannot read file /nonexistent/bgp-password: ENOENT' });
 });
 
-t.test('reconfigure: a changed password restarts the session with the new key; removing it removes the listener key', async (t) => {
+t.test('reconfigure: a changed password goes on the running session (no restart); removing it restarts without keys', async (t) => {
   process.env.BS_TEST_MD5_1 = 'first';
   process.env.BS_TEST_MD5_2 = 'second';
   t.teardown(() => {
@@ -185,10 +185,16 @@ t.test('reconfigure: a changed password restarts the session with the new key; r
   const a = mk(31, 65031, cfgA('BS_TEST_MD5_1').peers);
   const b = mk(32, 65032, [peer(31, 65031, { password: { env: 'BS_TEST_MD5_1' } })]);
   await Promise.all([a.start(), b.start()]);
-  await waitFor(() => a.peers()[0].state === 'Established', 'up with the first key', 15000);
+  await waitFor(() => a.peers()[0].state === 'Established' && b.peers()[0].state === 'Established', 'up with the first key', 15000);
+  const flaps = [a.peers()[0].flaps, b.peers()[0].flaps];
   await a.reconfigure(cfgA('BS_TEST_MD5_2'));
   await b.reconfigure({ asn: 65032, routerId: '10.0.0.32', listen: { address: '127.0.0.32', port: lo.port() }, peers: [peer(31, 65031, { password: { env: 'BS_TEST_MD5_2' } })] });
-  await waitFor(() => a.peers()[0].state === 'Established' && b.peers()[0].state === 'Established', 'up again with the second key', 20000);
+  t.same([a.peers()[0].state, b.peers()[0].state], ['Established', 'Established'], 'the sessions were not restarted');
+  // An UPDATE from a, signed with the second key, reaches b on the same session: the new key works there.
+  const received = b.peers()[0].prefixes.received;
+  a.announce('10.99.31.0/24');
+  await waitFor(() => b.peers()[0].prefixes.received > received, 'b got an UPDATE on the re-keyed session', 20000);
+  t.same([a.peers()[0].flaps, b.peers()[0].flaps], flaps, 'no flap on either side');
   await a.reconfigure(cfgA(null));
   await b.reconfigure({ asn: 65032, routerId: '10.0.0.32', listen: { address: '127.0.0.32', port: lo.port() }, peers: [peer(31, 65031)] });
   await waitFor(() => a.peers()[0].state === 'Established', 'up without keys', 20000);

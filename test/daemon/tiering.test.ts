@@ -3,7 +3,7 @@
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { holdOptimizer, isHeld, release, userChoseTiering } from '../../src/daemon/tiering.ts';
+import { holdOptimizer, isHeld, noteRequest, release, userChoseTiering } from '../../src/daemon/tiering.ts';
 
 const OPTIMIZED = 1 << 4; // V8's OptimizationStatus::kOptimized
 
@@ -45,8 +45,8 @@ t.test('no BGP session: enough control-socket requests end the hold, so IPAM cod
   const r = child([], 'tiering-release-child.ts', { MODE: 'requests' });
   t.equal(r.held, true);
   t.equal(r.whileHeld & OPTIMIZED, 0, 'not optimised while held');
-  t.equal(r.heldBeforeLast, true, 'one request short of the budget: still held');
-  t.equal(r.heldAfter, false, 'the budget-th request released it');
+  t.equal(r.heldBeforeLast, true, 'after 9 of 10 requests: still held');
+  t.equal(r.heldAfter, false, 'the 10th request released it');
   t.equal(r.afterRelease & OPTIMIZED, OPTIMIZED, 'optimised after release');
   t.equal(r.answers, 55, 'counted handlers still answer (1 + 2 + ... + 10)');
 });
@@ -74,4 +74,22 @@ t.test('V8 taking the optimiser flag but refusing the baseline one: the optimise
   release();
   t.equal(isHeld(), false);
   t.same(calls, ['--no-turbofan', '--no-sparkplug', '--turbofan', '--sparkplug']);
+});
+
+t.test('the hold counts down its requests, and each hold starts the count afresh', async (t) => {
+  const calls: string[] = [];
+  const setFlags = (f: string) => { calls.push(f); };
+  t.equal(holdOptimizer({ releaseAfterRequests: 3, releaseAfterMs: 3_600_000, setFlags }), true);
+  noteRequest();
+  noteRequest();
+  t.equal(isHeld(), true, '2 of 3 requests: still held');
+  noteRequest();
+  t.equal(isHeld(), false, 'the 3rd request released it');
+  noteRequest(); // not held: counts nothing, releases nothing
+  t.same(calls, ['--no-turbofan', '--no-sparkplug', '--turbofan', '--sparkplug']);
+  t.equal(holdOptimizer({ releaseAfterRequests: 2, releaseAfterMs: 3_600_000, setFlags }), true);
+  noteRequest();
+  t.equal(isHeld(), true, 'the earlier requests do not count toward the new hold');
+  noteRequest();
+  t.equal(isHeld(), false);
 });

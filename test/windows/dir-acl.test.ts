@@ -81,7 +81,7 @@ ipc: { path: '\\\\.\\pipe\\bs-diracl-${statusPort}' }
     t.teardown(() => d.kill());
     const lines = await until('the daemon to start', 180_000, () => {
       const l = parseLog(d.output().stderr);
-      return (l.some((x) => x.msg === 'started' || x.msg === 'cannot start') || d.output().stderr.includes('blockspeaker: ')) && l;
+      return (l.some((x) => x.msg === 'started' || x.msg === 'cannot start') || /^blockspeaker: /m.test(d.output().stderr)) && l;
     });
     t.ok(lines.some((l) => l.msg === 'started'), `started: ${d.output().stderr}`);
     const back = await read(`C:\\${top}`, store);
