@@ -26,6 +26,7 @@ import { CommunityTagger, sameAdvertisements, type PrefixAdvertisement } from '.
 import { asLoop } from './loops.ts';
 import { ExportQueue } from './export-queue.ts';
 import { RoutePolicy, type PolicyRule } from './route-policy.ts';
+import { FLUSH_GAP_MS, FlushPacer } from './flush-pacer.ts';
 import {
   Session, familyOfAfi, ipv4ToU32, silentLogger, u32ToIPv4, type AddressFamily, type NegotiatedCapabilities,
 } from './session.ts';
@@ -130,6 +131,11 @@ export interface Logger {
 
 export interface SpeakerOptions {
   /** The RIB to use (shared with the daemon and the route programmer). Default: a new one. */
+  /**
+   * Least time between two RIB flushes (exports) while changes keep arriving, ms (src/bgp/flush-pacer.ts; default
+   * FLUSH_GAP_MS). A change after a quiet spell is flushed on the next turn of the event loop regardless.
+   */
+  flushGapMs?: number;
   rib?: Rib;
   /** Default: silent. */
   logger?: Logger;
@@ -353,7 +359,8 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   private server: net.Server | null = null;
   private unsubscribe: (() => void) | null = null;
   private running = false;
-  private flushQueued = false;
+  private readonly flushPacer: FlushPacer;
+  private ribFlush: (() => void) | null = null;
   private staticRoutes = new Set<string>();
   private readonly sessions = new Set<Session>();
   private readonly sockets: PeerSockets;
@@ -363,7 +370,9 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
 
   constructor(cfg: SpeakerConfig, opts: SpeakerOptions = {}) {
     super();
-    this.rib = opts.rib ?? new Rib({ schedule: (f) => setImmediate(f) });
+    // The RIB's own flush requests go through the same pacer as the speaker's (src/bgp/flush-pacer.ts).
+    this.flushPacer = new FlushPacer(() => this.runFlush(), opts.flushGapMs ?? FLUSH_GAP_MS);
+    this.rib = opts.rib ?? new Rib({ schedule: (f) => this.requestRibFlush(f) });
     this.log = opts.logger ?? silentLogger;
     this.random = opts.random ?? Math.random;
     this.now = opts.now ?? Date.now;
@@ -1306,12 +1315,20 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   }
 
   private scheduleFlush(): void {
-    if (this.flushQueued) return;
-    this.flushQueued = true;
-    setImmediate(() => {
-      this.flushQueued = false;
-      this.rib.flush();
-    });
+    this.flushPacer.request();
+  }
+
+  private requestRibFlush(f: () => void): void {
+    this.ribFlush = f;
+    this.flushPacer.request();
+  }
+
+  private runFlush(): void {
+    // The RIB's scheduled flush (it clears the RIB's own "scheduled" mark), else a plain one.
+    const f = this.ribFlush;
+    this.ribFlush = null;
+    if (f) f();
+    else this.rib.flush();
   }
 }
 
