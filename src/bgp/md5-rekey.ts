@@ -5,7 +5,6 @@
 // absorbs as long as both ends change within the retransmission and hold times: the session is not dropped. Only a
 // key that changed is replaced this way; adding or removing TCP-MD5 still restarts the session (the peer would
 // otherwise see unsigned or signed segments it does not expect for as long as its own side is unchanged).
-import type net from 'node:net';
 import type { PeerSecurity } from './peer-security.ts';
 
 /** a and b differ only in their TCP-MD5 key, and both have one: `same` compares everything that makes a session. */
@@ -14,9 +13,4 @@ export function onlyKeyChanged<T extends { security: PeerSecurity }>(a: T, b: T,
   const kb = b.security.md5Key;
   if (!ka || !kb || ka.fingerprint === kb.fingerprint || a.security.problem || b.security.problem) return false;
   return same({ ...a, security: { ...a.security, md5Key: kb } }, b);
-}
-
-/** The TCP socket under a session (Session keeps it private: this is the one place that needs it). */
-export function sessionSocket(s: object): net.Socket | null {
-  return (s as { socket?: net.Socket | null }).socket ?? null;
 }

@@ -237,15 +237,12 @@ export class Session extends EventEmitter<SessionEvents> {
     return false;
   }
 
-  // ---- sending ------------------------------------------------------------------------------------------------
-
-  /** Send encoded UPDATEs (Established only). Returns `writable` afterwards. */
-  sendUpdates(bufs: readonly Buffer[]): boolean {
-    if (this.state !== 'Established') return false;
-    for (const b of bufs) this.write(b);
-    this.counters.updatesOut += bufs.length;
-    return this.writable;
+  /** The TCP socket under the session (its TCP-MD5 key is replaced on it: src/bgp/md5-rekey.ts). */
+  get tcpSocket(): net.Socket | null {
+    return this.socket;
   }
+
+  // ---- sending ------------------------------------------------------------------------------------------------
 
   /** Send `buf`, which holds `updates` whole UPDATE messages back to back, in one write (Established only). */
   sendPacked(buf: Buffer, updates: number): void {

@@ -18,7 +18,7 @@ import type { DownInfo } from './fsm.ts';
 import { MaxPrefixGuard, normMaxPrefixes, type MaxPrefixesConfig, type MaxPrefixLimits, type MaxPrefixStatus } from './maxprefix.ts';
 import { PeerErrors, type PeerErrorCounts } from './peer-errors.ts';
 import { PeerSockets, peerSecurity, wantsSocketOptions, type PasswordSource, type PeerSecurity } from './peer-security.ts';
-import { onlyKeyChanged, sessionSocket } from './md5-rekey.ts';
+import { onlyKeyChanged } from './md5-rekey.ts';
 import { hostSocketOptions, type SocketOptionsHost } from '../platform/sockopt.ts';
 import { compilePrefixList, sameRules, type PrefixFilter, type PrefixRule } from './policy.ts';
 import { clusterLoop, reflectedAttrs, reflects } from './reflect.ts';
@@ -131,12 +131,12 @@ export interface Logger {
 
 export interface SpeakerOptions {
   /** The RIB to use (shared with the daemon and the route programmer). Default: a new one. */
+  rib?: Rib;
   /**
    * Least time between two RIB flushes (exports) while changes keep arriving, ms (src/bgp/flush-pacer.ts; default
    * FLUSH_GAP_MS). A change after a quiet spell is flushed on the next turn of the event loop regardless.
    */
   flushGapMs?: number;
-  rib?: Rib;
   /** Default: silent. */
   logger?: Logger;
   /** Uniform [0, 1): jitter of ConnectRetry/IdleHold timers. Default Math.random. */
@@ -360,7 +360,6 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   private unsubscribe: (() => void) | null = null;
   private running = false;
   private readonly flushPacer: FlushPacer;
-  private ribFlush: (() => void) | null = null;
   private staticRoutes = new Set<string>();
   private readonly sessions = new Set<Session>();
   private readonly sockets: PeerSockets;
@@ -371,8 +370,8 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   constructor(cfg: SpeakerConfig, opts: SpeakerOptions = {}) {
     super();
     // The RIB's own flush requests go through the same pacer as the speaker's (src/bgp/flush-pacer.ts).
-    this.flushPacer = new FlushPacer(() => this.runFlush(), opts.flushGapMs ?? FLUSH_GAP_MS);
-    this.rib = opts.rib ?? new Rib({ schedule: (f) => this.requestRibFlush(f) });
+    this.flushPacer = new FlushPacer(() => this.rib.flush(), opts.flushGapMs ?? FLUSH_GAP_MS);
+    this.rib = opts.rib ?? new Rib({ schedule: () => this.scheduleFlush() });
     this.log = opts.logger ?? silentLogger;
     this.random = opts.random ?? Math.random;
     this.now = opts.now ?? Date.now;
@@ -498,8 +497,9 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       // The very object this peer runs with (a frozen peer config passed again, see normPeerMemo): unchanged.
       if (n === p.cfg && !everything) continue;
       // A new password and nothing else: the key is replaced on the running session (./md5-rekey.ts).
-      const rekeyed = !everything && !sameSession(p.cfg, n) && onlyKeyChanged(p.cfg, n, sameSession) && this.rekeySessions(p, n);
-      if (!rekeyed && (everything || !sameSession(p.cfg, n))) {
+      const sessionChanged = everything || !sameSession(p.cfg, n);
+      const rekeyed = sessionChanged && !everything && onlyKeyChanged(p.cfg, n, sameSession) && this.rekeySessions(p, n);
+      if (sessionChanged && !rekeyed) {
         this.log.info(`peer ${p.cfg.address}: session settings changed, restarting it`);
         this.stopPeer(p, CeaseSubcode.OTHER_CONFIG_CHANGE);
         const fresh = new PeerState(n, false);
@@ -704,7 +704,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   private rekeySessions(p: PeerState, n: NormPeer): boolean {
     try {
       for (const s of new Set([p.session, p.incoming, p.established])) {
-        const sock = s && sessionSocket(s);
+        const sock = s?.tcpSocket;
         if (sock && !sock.destroyed) this.sockets.rekey(sock, n.ip, n.security, n.address);
       }
     } catch (e) {
@@ -1316,19 +1316,6 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
 
   private scheduleFlush(): void {
     this.flushPacer.request();
-  }
-
-  private requestRibFlush(f: () => void): void {
-    this.ribFlush = f;
-    this.flushPacer.request();
-  }
-
-  private runFlush(): void {
-    // The RIB's scheduled flush (it clears the RIB's own "scheduled" mark), else a plain one.
-    const f = this.ribFlush;
-    this.ribFlush = null;
-    if (f) f();
-    else this.rib.flush();
   }
 }
 

@@ -921,6 +921,7 @@ export class Rib {
 
   /** Deliver the net effect of the changes since the last flush to the subscribers. Returns the number of changes. */
   flush(): number {
+    this.scheduled = false; // whoever calls it: a change from here on schedules the next flush
     const log = this.log;
     const n = log.n;
     if (n === 0) return 0;
@@ -1015,10 +1016,7 @@ export class Rib {
     }
     if (this.log.n === 1 && this.schedule && !this.scheduled) {
       this.scheduled = true;
-      this.schedule(() => {
-        this.scheduled = false;
-        this.flush();
-      });
+      this.schedule(() => this.flush());
     }
   }
 
