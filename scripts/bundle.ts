@@ -39,7 +39,7 @@ export async function bundle(outdir = `${root}/${BUNDLE_DIR}`, opts: { pinoTrans
     format: 'esm',
     platform: 'node',
     target: 'node20',
-    minify: true,
+    minify: !process.env.BS_NO_MINIFY, // BS_NO_MINIFY=1: readable names and lines in CPU profiles (bench --cpu-prof)
     keepNames: true, // error names, class names in logs and `instanceof` messages stay readable
     sourcemap: 'linked', // a .map beside each chunk for `node --enable-source-maps`; costs nothing unless enabled
     external: ['etcd3', 'prom-client', 'koffi', 'fs-native-extensions', 'msgpackr-extract'],
