@@ -343,7 +343,8 @@ export class Daemon {
       if (this.peerStates.get(p.address) === p.state) return;
       this.peerStates.set(p.address, p.state);
       if (p.state === 'Established') releaseOptimizer(); // UPDATEs to decode: the optimiser's work (tiering.ts)
-      this.log.info({ peer: p.address, asn: p.asn, state: p.state, lastError: p.lastError }, `peer ${p.address} ${p.state}`);
+      // Not logged here: the session logs each transition (debug), 'session established' (info), and the speaker
+      // 'down (reason)' (info); a line per state here too doubled the log (100 peers: 500 info lines to bring up).
     });
     // A fresh speaker (bgp section added by a reload) gets what IPAM announces.
     for (const p of this.announcer?.announced ?? []) s.announce(p);
