@@ -27,6 +27,7 @@ import { asLoop } from './loops.ts';
 import { ExportQueue } from './export-queue.ts';
 import { RoutePolicy, type PolicyRule } from './route-policy.ts';
 import { FLUSH_GAP_MS, FlushPacer } from './flush-pacer.ts';
+import { NEXT_HOP_SELF4, NEXT_HOP_SELF6 } from './codec/next-hop-self.ts';
 import {
   Session, familyOfAfi, ipv4ToU32, silentLogger, u32ToIPv4, type AddressFamily, type NegotiatedCapabilities,
 } from './session.ts';
@@ -294,11 +295,6 @@ class PeerState {
   nh4: IP | null = null;
   nh6: IP | null = null;
   nh6ll: IP | null = null;
-  /**
-   * Export results by source attrs, per next-hop family and origin type (a v4 and a v6 route may share source
-   * attrs); cleared per session and on policy change.
-   */
-  exportCache: [ExportCache, ExportCache] = [newExportCache(), newExportCache()];
   eorReceived = new Set<AddressFamily>();
   /** The peer's graceful restart capability on the last established session. */
   peerGr: NegotiatedCapabilities['gracefulRestart'] = null;
@@ -308,6 +304,9 @@ class PeerState {
   /** Restarting-speaker role: our OPENs to this peer still carry the R bit. */
   restarting: boolean;
   warnedNoNextHop = new Set<AddressFamily>();
+  /** The export policy of the established session `exportPolicyOf` (made once per session, not per flush). */
+  exportPolicy: ExportPolicy | null = null;
+  exportPolicyOf: Session | null = null;
   lastStatusKey = '';
   maxPrefix: MaxPrefixGuard | null;
   readonly errors = new PeerErrors();
@@ -334,9 +333,6 @@ class PeerState {
     this.exportRP = cfg.policy.export?.length ? new RoutePolicy(cfg.policy.export) : null;
   }
 
-  resetExportCache(): void {
-    this.exportCache = [newExportCache(), newExportCache()];
-  }
 }
 
 /**
@@ -366,6 +362,13 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   /** Why peers with a password or ttlSecurity cannot run here (null: they can, or none has asked yet). */
   private sockoptRefusal: string | null = null;
   private tagger: CommunityTagger;
+  /**
+   * Rewritten export attributes by source record, shared by every peer of one kind (rewriteKind): with next hop
+   * self as a marker (codec/next-hop-self.ts) the rewrite does not depend on the session, so 99 peers share one
+   * record per source record, and so one interned id and one encoded attribute block. Keyed by the (immutable)
+   * source records: nothing to invalidate.
+   */
+  private readonly exportCaches = new Map<string, [ExportCache, ExportCache]>();
 
   constructor(cfg: SpeakerConfig, opts: SpeakerOptions = {}) {
     super();
@@ -526,7 +529,6 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       }
       if (exportChanged) {
         p.exportFilter = compilePrefixList(n.exportRules);
-        p.resetExportCache();
         if (p.established) this.exportAllTo(p);
       }
     }
@@ -534,7 +536,6 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       // New communities on what we send: re-export to every session (only the changed routes go out).
       this.tagger = new CommunityTagger(cfg.prefixAdvertisements);
       for (const p of this.peerMap.values()) {
-        p.resetExportCache();
         if (p.established) this.exportAllTo(p);
       }
     }
@@ -999,7 +1000,6 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     p.queue.clear();
     p.eorReceived.clear();
     p.warnedNoNextHop.clear();
-    p.resetExportCache();
     // Our R bit is for the first session after our restart only.
     if (p.restarting) {
       p.restarting = false;
@@ -1206,14 +1206,24 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   private onRibChanges(batch: RibChangeBatch): void {
     for (const p of this.peerMap.values()) {
       if (!p.established) continue;
-      p.queue.push(this.rib.exportChanges(p.source, batch, this.exportPolicy(p)));
+      p.queue.push(this.rib.exportChanges(p.source, batch, this.exportPolicyFor(p)));
       this.pump(p);
     }
   }
 
   private exportAllTo(p: PeerState): void {
-    p.queue.push(this.rib.exportAll(p.source, this.exportPolicy(p)));
+    p.queue.push(this.rib.exportAll(p.source, this.exportPolicyFor(p)));
     this.pump(p);
+  }
+
+  /** The session's export policy: it reads the peer's filters, route policy and our tagger when called, so it
+   * stays right across reconfiguration; what it fixes (families, local AS, peer type) is the session's. */
+  private exportPolicyFor(p: PeerState): ExportPolicy {
+    if (p.exportPolicy === null || p.exportPolicyOf !== p.established) {
+      p.exportPolicy = this.exportPolicy(p);
+      p.exportPolicyOf = p.established;
+    }
+    return p.exportPolicy;
   }
 
   private exportPolicy(p: PeerState): ExportPolicy {
@@ -1221,8 +1231,16 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     const fams = p.established?.negotiated?.families ?? [];
     const v4 = fams.includes('ipv4');
     const v6 = fams.includes('ipv6');
+    const caches = this.exportCacheOf(p, localAs);
+    // The last answer: routes reach a policy grouped by source record (a whole UPDATE's worth, or a table walk
+    // whose neighbours share a best path), so most calls repeat the previous one's input.
+    let lastIn: PathAttrs | null = null;
+    let lastFrom = '';
+    let lastFamily = 0;
+    let lastOut: PathAttrs | null = null;
     return (prefix, best) => {
-      if (prefix.family === 4 ? !v4 : !v6) return null;
+      const family = prefix.family;
+      if (family === 4 ? !v4 : !v6) return null;
       // (Never back to where it came from: exportChanges/exportAll do not ask the policy for those.)
       if (p.exportFilter && !p.exportFilter.accepts(prefix)) return null;
       const from = best.peer.type;
@@ -1238,37 +1256,61 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
         const cid = this.clusterIdNum();
         const src = best.peer.address ? this.peerMap.get(formatIP(best.peer.address)) : undefined;
         if (cid === undefined || !reflects(src?.cfg.rrClient === true, p.cfg.rrClient)) return null;
-        const out = this.rewrite(p, prefix.family, from, attrs, localAs);
-        return out && this.tagger.tag(prefix, reflectedAttrs(out, best.peer.routerId, cid));
+        if (!this.hasNextHopFor(p, family, from, attrs)) return null;
+        return this.tagger.tag(prefix, reflectedAttrs(this.rewrite(p, family, from, attrs, localAs), best.peer.routerId, cid));
       }
-      const cache = p.exportCache[prefix.family === 4 ? 0 : 1][from];
-      let out = cache.get(attrs);
-      if (out === undefined) {
-        out = this.rewrite(p, prefix.family, from, attrs, localAs);
-        cache.set(attrs, out);
+      let out: PathAttrs;
+      if (attrs === lastIn && from === lastFrom && family === lastFamily) out = lastOut!;
+      else {
+        if (!this.hasNextHopFor(p, family, from, attrs)) return null; // (per session: not cached)
+        const cache = caches[family === 4 ? 0 : 1][from];
+        const hit = cache.get(attrs);
+        if (hit !== undefined) out = hit;
+        else {
+          out = this.rewrite(p, family, from, attrs, localAs);
+          cache.set(attrs, out);
+        }
+        lastIn = attrs;
+        lastFrom = from;
+        lastFamily = family;
+        lastOut = out;
       }
-      return out && this.tagger.tag(prefix, out);
+      return this.tagger.tag(prefix, out);
     };
   }
 
-  /** The attributes sent to peer `p` for a route with source attributes `a` learned from a `from` source. */
-  private rewrite(p: PeerState, family: 4 | 6, from: 'local' | 'ibgp' | 'ebgp', a: PathAttrs, localAs: number): PathAttrs | null {
-    const selfNh = family === 4 ? p.nh4 : p.nh6;
-    const selfLl = family === 6 ? p.nh6ll : null;
-    const useSelf = p.type === 'ebgp' || from === 'local' || p.cfg.nextHopSelf || a.nextHop === null || a.nextHop.family !== family;
-    if (useSelf && selfNh === null) {
-      const f: AddressFamily = family === 4 ? 'ipv4' : 'ipv6';
-      if (!p.warnedNoNextHop.has(f)) {
-        p.warnedNoNextHop.add(f);
-        this.log.warn(`peer ${p.cfg.address}: no ${f} next hop of ours on this session (set nextHop.${f}): ${f} routes not sent`);
-      }
-      return null;
+  /** The rewrite cache of peers like `p` (what rewrite() reads of a peer, besides its session's addresses). */
+  private exportCacheOf(p: PeerState, localAs: number): [ExportCache, ExportCache] {
+    const kind = `${p.type} ${localAs} ${p.cfg.nextHopSelf ? 'self' : ''}`;
+    let c = this.exportCaches.get(kind);
+    if (c === undefined) this.exportCaches.set(kind, (c = [newExportCache(), newExportCache()]));
+    return c;
+  }
+
+  /** Whether rewrite() uses our own next hop here, and (warned once per family and session) we have none. */
+  private hasNextHopFor(p: PeerState, family: 4 | 6, from: 'local' | 'ibgp' | 'ebgp', a: PathAttrs): boolean {
+    if ((family === 4 ? p.nh4 : p.nh6) !== null || !usesSelf(p, family, from, a)) return true;
+    const f: AddressFamily = family === 4 ? 'ipv4' : 'ipv6';
+    if (!p.warnedNoNextHop.has(f)) {
+      p.warnedNoNextHop.add(f);
+      this.log.warn(`peer ${p.cfg.address}: no ${f} next hop of ours on this session (set nextHop.${f}): ${f} routes not sent`);
     }
+    return false;
+  }
+
+  /**
+   * The attributes sent to a peer like `p` for a route with source attributes `a` learned from a `from` source.
+   * Our own next hop is the NEXT_HOP_SELF marker, written as the session's address when encoded (the pump's
+   * PackOptions), so the result is the same for every peer of p's kind (exportCacheOf). The caller has checked
+   * (hasNextHopFor) that the session has a next hop of ours when it is used.
+   */
+  private rewrite(p: PeerState, family: 4 | 6, from: 'local' | 'ibgp' | 'ebgp', a: PathAttrs, localAs: number): PathAttrs {
+    const self = family === 4 ? NEXT_HOP_SELF4 : NEXT_HOP_SELF6;
     if (p.type === 'ebgp') {
       return withAttrs(a, {
         asPath: prependAs(a.asPath, localAs),
-        nextHop: selfNh,
-        nextHopLinkLocal: selfLl,
+        nextHop: self,
+        nextHopLinkLocal: null,
         localPref: undefined,
         // MED is about the links into the AS that set it: only our own routes' MED leaves the AS (RFC 4271 5.1.4).
         med: from === 'local' ? a.med : undefined,
@@ -1276,10 +1318,11 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
         clusterList: [],
       });
     }
+    const useSelf = usesSelf(p, family, from, a);
     return withAttrs(a, {
       localPref: a.localPref ?? DEFAULT_LOCAL_PREF,
-      nextHop: useSelf ? selfNh : a.nextHop,
-      nextHopLinkLocal: useSelf ? selfLl : a.nextHopLinkLocal,
+      nextHop: useSelf ? self : a.nextHop,
+      nextHopLinkLocal: useSelf ? null : a.nextHopLinkLocal,
     });
   }
 
@@ -1305,7 +1348,8 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     const s = p.established;
     if (!s) return;
     const neg = s.negotiated!;
-    p.queue.pump(s, { fourOctetAs: neg.fourOctetAs, extendedMessage: neg.extendedMessage }, {
+    const opts = { fourOctetAs: neg.fourOctetAs, extendedMessage: neg.extendedMessage, selfNextHop4: p.nh4, selfNextHop6: p.nh6, selfNextHop6ll: p.nh6ll };
+    p.queue.pump(s, opts, {
       error: (m) => this.log.error(`peer ${p.cfg.address}: cannot encode UPDATE: ${m}`),
       endOfRibSent: (f) => this.log.debug(`peer ${p.cfg.address}: sent End-of-RIB ${f}`),
       resume: (from) => {
@@ -1326,7 +1370,12 @@ function isLoop(attrs: PathAttrs, routerId: number): boolean {
   return attrs.originatorId === routerId;
 }
 
-type ExportCache = Record<'local' | 'ibgp' | 'ebgp', WeakMap<PathAttrs, PathAttrs | null>>;
+type ExportCache = Record<'local' | 'ibgp' | 'ebgp', WeakMap<PathAttrs, PathAttrs>>;
+
+/** Whether a route (source attributes `a`, learned from a `from` source) goes to `p` with our own next hop. */
+function usesSelf(p: PeerState, family: 4 | 6, from: 'local' | 'ibgp' | 'ebgp', a: PathAttrs): boolean {
+  return p.type === 'ebgp' || from === 'local' || p.cfg.nextHopSelf || a.nextHop === null || a.nextHop.family !== family;
+}
 
 function newExportCache(): ExportCache {
   return { local: new WeakMap(), ibgp: new WeakMap(), ebgp: new WeakMap() };

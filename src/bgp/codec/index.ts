@@ -8,3 +8,4 @@ export * from './framer.ts';
 export * from './open.ts';
 export * from './json.ts';
 export * from './updates.ts';
+export * from './next-hop-self.ts';

@@ -5,12 +5,22 @@
 // UpdatePacker, so a step is one socket write however many UPDATEs it holds. Attribute blocks are cached per
 // attribute record (records are immutable; the exporter's are interned): a peer's routes share a handful of
 // records, so a block is encoded once, not once per UPDATE.
+import { type IP } from '../../net/ip.ts';
 import { type PathAttrs } from '../../rib/attrs.ts';
 import { encodePathAttributes, type EncodeOptions } from './encode.ts';
 import { EncodeError } from './errors.ts';
 import { Afi, AttrType, ATTR_FLAGS, AttrFlag, MsgType, Safi, maxMessageLen } from './messages.ts';
 import { PrefixReader, prefixWireLen, writePrefix, writePrefix4, type PrefixSource } from './nlri.ts';
-import { mpNextHopLen, w16, wIP, writeHeader } from './wire.ts';
+import { NEXT_HOP_SELF4, NEXT_HOP_SELF6 } from './next-hop-self.ts';
+import { mpNextHopLen, w16, w32, wIP, writeHeader } from './wire.ts';
+
+/** EncodeOptions, and the session's own next hops: what NEXT_HOP_SELF4/6 in attributes stand for (next-hop-self.ts). */
+export interface PackOptions extends EncodeOptions {
+  selfNextHop4?: IP | null;
+  selfNextHop6?: IP | null;
+  /** Sent with selfNextHop6 as the second (link-local) MP_REACH next hop when set. */
+  selfNextHop6ll?: IP | null;
+}
 
 // ---- attribute blocks, once per record ------------------------------------------------------------------------
 
@@ -31,41 +41,75 @@ export function cachedPathAttributes(a: PathAttrs, opts: EncodeOptions, nextHop:
 
 // ---- prefix helpers -----------------------------------------------------------------------------------------
 
-/** How many prefixes from `from` fit in `room` octets; at least one or an error. */
-function fitCount(r: PrefixReader, idx: readonly number[], from: number, room: number): number {
+/** Octets of the prefixes the last fitCount counted. */
+let fitUsed = 0;
+
+/** How many prefixes from `from` fit in `room` octets (their octets in fitUsed); at least one or an error. */
+function fitCount(r: PrefixReader, idx: Positions, count: number, from: number, room: number): number {
   let used = 0;
   let i = from;
-  while (i < idx.length) {
-    const n = prefixWireLen(r.len(idx[i]));
+  while (i < count) {
+    const n = prefixWireLen(r.len(idx === null ? i : idx[i]));
     if (used + n > room) break;
     used += n;
     i++;
   }
   if (i === from) throw new EncodeError(`no room for a prefix: ${room} octets left in the UPDATE`);
+  fitUsed = used;
   return i - from;
 }
 
-function splitFamilies(r: PrefixReader): { v4: number[]; v6: number[] } {
-  const v4: number[] = [];
-  const v6: number[] = [];
-  for (let i = 0; i < r.count; i++) (r.family(i) === 4 ? v4 : v6).push(i);
-  return { v4, v6 };
+/**
+ * The prefixes of one family as positions in the reader: null when every prefix is of that family (the usual case:
+ * the k-th is then at k, and nothing is built), else a list. The lists are scratch, reused: a packer call runs
+ * synchronously and never re-enters (a pump step sends each route to each peer through here, so fresh arrays were
+ * garbage per route per peer).
+ */
+type Positions = readonly number[] | null;
+const scratch4: number[] = [];
+const scratch6: number[] = [];
+let pos4: Positions = null;
+let pos6: Positions = null;
+let count4 = 0;
+let count6 = 0;
+
+/** Set pos4/count4 and pos6/count6 for the prefixes of `r`. */
+function splitFamilies(r: PrefixReader): void {
+  let n4 = 0;
+  for (let i = 0; i < r.count; i++) if (r.family(i) === 4) n4++;
+  count4 = n4;
+  count6 = r.count - n4;
+  if (n4 === r.count || n4 === 0) {
+    pos4 = pos6 = null;
+    return;
+  }
+  scratch4.length = 0;
+  scratch6.length = 0;
+  for (let i = 0; i < r.count; i++) (r.family(i) === 4 ? scratch4 : scratch6).push(i);
+  pos4 = scratch4;
+  pos6 = scratch6;
 }
 
-function writeIndexed(b: Uint8Array, p: number, r: PrefixReader, idx: readonly number[], from: number, to: number): number {
+/** Where the NEXT_HOP value is in an encoded attribute block (it holds one), to write a session's own address there. */
+function nextHopValueAt(block: Uint8Array): number {
+  for (let p = 0; p < block.length;) {
+    const ext = (block[p] & AttrFlag.EXTENDED_LENGTH) !== 0;
+    const len = ext ? (block[p + 2] << 8) | block[p + 3] : block[p + 2];
+    const hdr = ext ? 4 : 3;
+    if (block[p + 1] === AttrType.NEXT_HOP) return p + hdr;
+    p += hdr + len;
+  }
+  throw new EncodeError('no NEXT_HOP in the attribute block');
+}
+
+function writeIndexed(b: Uint8Array, p: number, r: PrefixReader, idx: Positions, from: number, to: number): number {
   for (let k = from; k < to; k++) {
-    const i = idx[k];
+    const i = idx === null ? k : idx[k];
     p = r.family(i) === 4
       ? writePrefix4(b, p, r.word(i, 0), r.len(i))
       : writePrefix(b, p, r.word(i, 0), r.word(i, 1), r.word(i, 2), r.word(i, 3), r.len(i));
   }
   return p;
-}
-
-function indexedBytes(r: PrefixReader, idx: readonly number[], from: number, to: number): number {
-  let n = 0;
-  for (let k = from; k < to; k++) n += prefixWireLen(r.len(idx[k]));
-  return n;
 }
 
 /** Header of an MP attribute with a value of `len` octets at p; returns where the value starts. */
@@ -120,7 +164,7 @@ export class UpdatePacker {
    * IPv4 prefixes go in the classic NLRI field with NEXT_HOP = attrs.nextHop (IPv4); IPv6 prefixes in
    * MP_REACH_NLRI with attrs.nextHop (IPv6 global) and attrs.nextHopLinkLocal if set.
    */
-  announce(attrs: PathAttrs, prefixes: PrefixSource, opts: EncodeOptions = {}): void {
+  announce(attrs: PathAttrs, prefixes: PrefixSource, opts: PackOptions = {}): void {
     this.whole(() => this.announceAll(attrs, prefixes, opts));
   }
 
@@ -144,47 +188,61 @@ export class UpdatePacker {
     }
   }
 
-  private announceAll(attrs: PathAttrs, prefixes: PrefixSource, opts: EncodeOptions): void {
+  private announceAll(attrs: PathAttrs, prefixes: PrefixSource, opts: PackOptions): void {
     const r = new PrefixReader(prefixes);
-    const { v4, v6 } = splitFamilies(r);
+    splitFamilies(r);
+    const v4 = pos4;
+    const n4 = count4;
+    const v6 = pos6;
+    const n6 = count6;
     const max = maxMessageLen(MsgType.UPDATE, opts.extendedMessage);
     // Validate and encode everything that can fail before the first message is appended.
-    const block4 = v4.length > 0 ? cachedPathAttributes(attrs, opts, true) : null;
+    const block4 = n4 > 0 ? cachedPathAttributes(attrs, opts, true) : null;
+    // Next hop self: the block holds a placeholder NEXT_HOP, overwritten with the session's address per message.
+    let self4: IP | null = null;
+    let self4At = 0;
+    if (block4 && attrs.nextHop === NEXT_HOP_SELF4) {
+      self4 = opts.selfNextHop4 ?? null;
+      if (self4 === null || self4.family !== 4) throw new EncodeError('IPv4 NLRI with next hop self, but no IPv4 next hop of ours on this session');
+      self4At = nextHopValueAt(block4);
+    }
     let block6: Uint8Array | null = null;
     let nhl = 0;
-    if (v6.length > 0) {
-      const nh = attrs.nextHop;
-      if (nh === null || nh.family !== 6) throw new EncodeError('IPv6 NLRI need an IPv6 next hop');
-      nhl = mpNextHopLen(nh, attrs.nextHopLinkLocal);
+    let nh: IP | null = null;
+    let ll: IP | null = null;
+    if (n6 > 0) {
+      const self6 = attrs.nextHop === NEXT_HOP_SELF6;
+      nh = self6 ? opts.selfNextHop6 ?? null : attrs.nextHop;
+      ll = self6 ? opts.selfNextHop6ll ?? null : attrs.nextHopLinkLocal;
+      if (nh === null || nh.family !== 6) throw new EncodeError(self6 ? 'IPv6 NLRI with next hop self, but no IPv6 next hop of ours on this session' : 'IPv6 NLRI need an IPv6 next hop');
+      nhl = mpNextHopLen(nh, ll);
       block6 = cachedPathAttributes(attrs, opts, false);
     }
     if (block4) {
       const room = max - 23 - block4.length;
-      for (let k = 0; k < v4.length;) {
-        const n = fitCount(r, v4, k, room);
-        const nlen = indexedBytes(r, v4, k, k + n);
-        const at = this.message(23 + block4.length + nlen);
+      for (let k = 0; k < n4;) {
+        const n = fitCount(r, v4, n4, k, room);
+        const at = this.message(23 + block4.length + fitUsed);
         const b = this.buf;
         w16(b, at + 19, 0);
         w16(b, at + 21, block4.length);
         b.set(block4, at + 23);
+        if (self4 !== null) w32(b, at + 23 + self4At, self4.w0);
         writeIndexed(b, at + 23 + block4.length, r, v4, k, k + n);
         k += n;
       }
     }
     if (block6) {
-      const nh = attrs.nextHop!;
-      const ll = attrs.nextHopLinkLocal;
       // Room assumes the 4-octet attribute header; a short MP_REACH then uses 3 and the message is one octet less.
       const room = max - 23 - block6.length - 4 - 5 - nhl;
-      for (let k = 0; k < v6.length;) {
-        const n = fitCount(r, v6, k, room);
-        const vlen = 5 + nhl + indexedBytes(r, v6, k, k + n);
+      for (let k = 0; k < n6;) {
+        const n = fitCount(r, v6, n6, k, room);
+        const vlen = 5 + nhl + fitUsed;
         const alen = (vlen > 255 ? 4 : 3) + vlen + block6.length;
         let p = this.mpMessage(alen, AttrType.MP_REACH_NLRI, vlen);
         const b = this.buf;
         b[p++] = nhl;
-        p = wIP(b, p, nh);
+        p = wIP(b, p, nh!);
         if (ll) p = wIP(b, p, ll);
         b[p++] = 0;
         p = writeIndexed(b, p, r, v6, k, k + n);
@@ -196,20 +254,24 @@ export class UpdatePacker {
 
   private withdrawAll(prefixes: PrefixSource, opts: EncodeOptions): void {
     const r = new PrefixReader(prefixes);
-    const { v4, v6 } = splitFamilies(r);
+    splitFamilies(r);
+    const v4 = pos4;
+    const n4 = count4;
+    const v6 = pos6;
+    const n6 = count6;
     const max = maxMessageLen(MsgType.UPDATE, opts.extendedMessage);
-    for (let k = 0; k < v4.length;) {
-      const n = fitCount(r, v4, k, max - 23);
-      const wlen = indexedBytes(r, v4, k, k + n);
+    for (let k = 0; k < n4;) {
+      const n = fitCount(r, v4, n4, k, max - 23);
+      const wlen = fitUsed;
       const at = this.message(23 + wlen);
       const b = this.buf;
       w16(b, at + 19, wlen);
       w16(b, writeIndexed(b, at + 21, r, v4, k, k + n), 0);
       k += n;
     }
-    for (let k = 0; k < v6.length;) {
-      const n = fitCount(r, v6, k, max - 23 - 4 - 3);
-      const vlen = 3 + indexedBytes(r, v6, k, k + n);
+    for (let k = 0; k < n6;) {
+      const n = fitCount(r, v6, n6, k, max - 23 - 4 - 3);
+      const vlen = 3 + fitUsed;
       const alen = (vlen > 255 ? 4 : 3) + vlen;
       const p = this.mpMessage(alen, AttrType.MP_UNREACH_NLRI, vlen);
       writeIndexed(this.buf, p, r, v6, k, k + n);
