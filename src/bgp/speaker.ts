@@ -6,8 +6,8 @@ import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import { IP, type Prefix, formatIP, formatPrefix, parseIP, parseIPWithLen, parsePrefix, prefixContainsIP, prefixOf } from '../net/ip.ts';
-import { makeAttrs, prependAs, withAttrs, type AttrsInit, type PathAttrs } from '../rib/attrs.ts';
-import { DEFAULT_LOCAL_PREF, type PeerInfo } from '../rib/bestpath.ts';
+import { makeAttrs, withAttrs, type AttrsInit, type PathAttrs } from '../rib/attrs.ts';
+import type { PeerInfo } from '../rib/bestpath.ts';
 import type { PrefixList } from '../rib/prefixlist.ts';
 import { Rib, type ExportPolicy, type ImportPolicy, type RibChangeBatch } from '../rib/rib.ts';
 import {
@@ -21,13 +21,13 @@ import { PeerSockets, peerSecurity, wantsSocketOptions, type PasswordSource, typ
 import { onlyKeyChanged } from './md5-rekey.ts';
 import { hostSocketOptions, type SocketOptionsHost } from '../platform/sockopt.ts';
 import { compilePrefixList, sameRules, type PrefixFilter, type PrefixRule } from './policy.ts';
-import { clusterLoop, reflectedAttrs, reflects } from './reflect.ts';
+import { clusterLoop } from './reflect.ts';
 import { CommunityTagger, sameAdvertisements, type PrefixAdvertisement } from './communities.ts';
 import { asLoop } from './loops.ts';
 import { ExportQueue } from './export-queue.ts';
 import { RoutePolicy, type PolicyRule } from './route-policy.ts';
 import { FLUSH_GAP_MS, FlushPacer } from './flush-pacer.ts';
-import { NEXT_HOP_SELF4, NEXT_HOP_SELF6 } from './codec/next-hop-self.ts';
+import { PeerExports } from './export-policy.ts';
 import {
   Session, familyOfAfi, ipv4ToU32, silentLogger, u32ToIPv4, type AddressFamily, type NegotiatedCapabilities,
 } from './session.ts';
@@ -362,13 +362,13 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   /** Why peers with a password or ttlSecurity cannot run here (null: they can, or none has asked yet). */
   private sockoptRefusal: string | null = null;
   private tagger: CommunityTagger;
-  /**
-   * Rewritten export attributes by source record, shared by every peer of one kind (rewriteKind): with next hop
-   * self as a marker (codec/next-hop-self.ts) the rewrite does not depend on the session, so 99 peers share one
-   * record per source record, and so one interned id and one encoded attribute block. Keyed by the (immutable)
-   * source records: nothing to invalidate.
-   */
-  private readonly exportCaches = new Map<string, [ExportCache, ExportCache]>();
+  /** Export policies per session, rewrites shared by peers of one kind (src/bgp/export-policy.ts). */
+  private readonly exports = new PeerExports({
+    clusterId: () => this.clusterIdNum(),
+    isRrClient: (src) => (src.address ? this.peerMap.get(formatIP(src.address))?.cfg.rrClient === true : false),
+    tag: (prefix, a) => this.tagger.tag(prefix, a),
+    warn: (m) => this.log.warn(m),
+  });
 
   constructor(cfg: SpeakerConfig, opts: SpeakerOptions = {}) {
     super();
@@ -1220,110 +1220,10 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
    * stays right across reconfiguration; what it fixes (families, local AS, peer type) is the session's. */
   private exportPolicyFor(p: PeerState): ExportPolicy {
     if (p.exportPolicy === null || p.exportPolicyOf !== p.established) {
-      p.exportPolicy = this.exportPolicy(p);
+      p.exportPolicy = this.exports.policy(p, p.established?.negotiated?.families ?? []);
       p.exportPolicyOf = p.established;
     }
     return p.exportPolicy;
-  }
-
-  private exportPolicy(p: PeerState): ExportPolicy {
-    const localAs = p.cfg.localAs;
-    const fams = p.established?.negotiated?.families ?? [];
-    const v4 = fams.includes('ipv4');
-    const v6 = fams.includes('ipv6');
-    const caches = this.exportCacheOf(p, localAs);
-    // The last answer: routes reach a policy grouped by source record (a whole UPDATE's worth, or a table walk
-    // whose neighbours share a best path), so most calls repeat the previous one's input.
-    let lastIn: PathAttrs | null = null;
-    let lastFrom = '';
-    let lastFamily = 0;
-    let lastOut: PathAttrs | null = null;
-    return (prefix, best) => {
-      const family = prefix.family;
-      if (family === 4 ? !v4 : !v6) return null;
-      // (Never back to where it came from: exportChanges/exportAll do not ask the policy for those.)
-      if (p.exportFilter && !p.exportFilter.accepts(prefix)) return null;
-      const from = best.peer.type;
-      // The route policy sees the route as held (before our AS is prepended), as a BIRD export filter does.
-      let attrs = best.attrs;
-      if (p.exportRP) {
-        const r = p.exportRP.evaluate(prefix, attrs, { peerType: p.type, fromPeer: from !== 'local' });
-        if (r === null) return null;
-        attrs = r;
-      }
-      // iBGP-learned routes go to iBGP peers only by route reflection (RFC 4271 9.1.1 / 9.2, RFC 4456).
-      if (from === 'ibgp' && p.type === 'ibgp') {
-        const cid = this.clusterIdNum();
-        const src = best.peer.address ? this.peerMap.get(formatIP(best.peer.address)) : undefined;
-        if (cid === undefined || !reflects(src?.cfg.rrClient === true, p.cfg.rrClient)) return null;
-        if (!this.hasNextHopFor(p, family, from, attrs)) return null;
-        return this.tagger.tag(prefix, reflectedAttrs(this.rewrite(p, family, from, attrs, localAs), best.peer.routerId, cid));
-      }
-      let out: PathAttrs;
-      if (attrs === lastIn && from === lastFrom && family === lastFamily) out = lastOut!;
-      else {
-        if (!this.hasNextHopFor(p, family, from, attrs)) return null; // (per session: not cached)
-        const cache = caches[family === 4 ? 0 : 1][from];
-        const hit = cache.get(attrs);
-        if (hit !== undefined) out = hit;
-        else {
-          out = this.rewrite(p, family, from, attrs, localAs);
-          cache.set(attrs, out);
-        }
-        lastIn = attrs;
-        lastFrom = from;
-        lastFamily = family;
-        lastOut = out;
-      }
-      return this.tagger.tag(prefix, out);
-    };
-  }
-
-  /** The rewrite cache of peers like `p` (what rewrite() reads of a peer, besides its session's addresses). */
-  private exportCacheOf(p: PeerState, localAs: number): [ExportCache, ExportCache] {
-    const kind = `${p.type} ${localAs} ${p.cfg.nextHopSelf ? 'self' : ''}`;
-    let c = this.exportCaches.get(kind);
-    if (c === undefined) this.exportCaches.set(kind, (c = [newExportCache(), newExportCache()]));
-    return c;
-  }
-
-  /** Whether rewrite() uses our own next hop here, and (warned once per family and session) we have none. */
-  private hasNextHopFor(p: PeerState, family: 4 | 6, from: 'local' | 'ibgp' | 'ebgp', a: PathAttrs): boolean {
-    if ((family === 4 ? p.nh4 : p.nh6) !== null || !usesSelf(p, family, from, a)) return true;
-    const f: AddressFamily = family === 4 ? 'ipv4' : 'ipv6';
-    if (!p.warnedNoNextHop.has(f)) {
-      p.warnedNoNextHop.add(f);
-      this.log.warn(`peer ${p.cfg.address}: no ${f} next hop of ours on this session (set nextHop.${f}): ${f} routes not sent`);
-    }
-    return false;
-  }
-
-  /**
-   * The attributes sent to a peer like `p` for a route with source attributes `a` learned from a `from` source.
-   * Our own next hop is the NEXT_HOP_SELF marker, written as the session's address when encoded (the pump's
-   * PackOptions), so the result is the same for every peer of p's kind (exportCacheOf). The caller has checked
-   * (hasNextHopFor) that the session has a next hop of ours when it is used.
-   */
-  private rewrite(p: PeerState, family: 4 | 6, from: 'local' | 'ibgp' | 'ebgp', a: PathAttrs, localAs: number): PathAttrs {
-    const self = family === 4 ? NEXT_HOP_SELF4 : NEXT_HOP_SELF6;
-    if (p.type === 'ebgp') {
-      return withAttrs(a, {
-        asPath: prependAs(a.asPath, localAs),
-        nextHop: self,
-        nextHopLinkLocal: null,
-        localPref: undefined,
-        // MED is about the links into the AS that set it: only our own routes' MED leaves the AS (RFC 4271 5.1.4).
-        med: from === 'local' ? a.med : undefined,
-        originatorId: undefined,
-        clusterList: [],
-      });
-    }
-    const useSelf = usesSelf(p, family, from, a);
-    return withAttrs(a, {
-      localPref: a.localPref ?? DEFAULT_LOCAL_PREF,
-      nextHop: useSelf ? self : a.nextHop,
-      nextHopLinkLocal: useSelf ? null : a.nextHopLinkLocal,
-    });
   }
 
   private computeNextHops(p: PeerState, s: Session): void {
@@ -1370,16 +1270,6 @@ function isLoop(attrs: PathAttrs, routerId: number): boolean {
   return attrs.originatorId === routerId;
 }
 
-type ExportCache = Record<'local' | 'ibgp' | 'ebgp', WeakMap<PathAttrs, PathAttrs>>;
-
-/** Whether a route (source attributes `a`, learned from a `from` source) goes to `p` with our own next hop. */
-function usesSelf(p: PeerState, family: 4 | 6, from: 'local' | 'ibgp' | 'ebgp', a: PathAttrs): boolean {
-  return p.type === 'ebgp' || from === 'local' || p.cfg.nextHopSelf || a.nextHop === null || a.nextHop.family !== family;
-}
-
-function newExportCache(): ExportCache {
-  return { local: new WeakMap(), ibgp: new WeakMap(), ebgp: new WeakMap() };
-}
 
 function familyOk(afi: number, safi: number, fams: readonly AddressFamily[]): boolean {
   const f = familyOfAfi(afi, safi);
