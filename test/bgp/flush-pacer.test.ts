@@ -1,8 +1,8 @@
 // FlushPacer against a fake clock: a lone request flushes on the next turn, requests within the gap after a flush
-// wait for the gap's end, and any number of requests before a flush give exactly one.
+// wait for the gap's end (or longer after a long flush), and any number of requests before a flush give exactly one.
 import t from 'tap';
 import fc from 'fast-check';
-import { FlushPacer, type PacerClock } from '../../src/bgp/flush-pacer.ts';
+import { BUSY_WAIT_MAX_MS, FlushPacer, type PacerClock } from '../../src/bgp/flush-pacer.ts';
 
 class FakeClock implements PacerClock {
   t = 0;
@@ -64,6 +64,78 @@ t.test('property: every request is followed by a flush no later than the gap; fl
     }
     for (let i = 1; i < flushes.length; i++) if (flushes[i] - flushes[i - 1] < gap) return false;
     return flushes.length <= requests.length;
+  }));
+  t.pass('held for every sequence');
+});
+
+t.test('a flush that took long holds the next back for busyFactor times its length; a cheap one keeps the gap', async (t) => {
+  const clock = new FakeClock();
+  const at: number[] = [];
+  let cost = 0;
+  const p = new FlushPacer(() => {
+    at.push(clock.now());
+    clock.t += cost; // the flush's own work
+  }, 10, clock, 10);
+  cost = 3;
+  p.request();
+  clock.advance(0);
+  t.same(at, [0], 'the first at once');
+  t.equal(clock.now(), 3, 'it took 3 ms');
+  cost = 0.2;
+  p.request();
+  clock.advance(32);
+  t.same(at, [0], 'not before 3 + 10 x 3 = 33');
+  clock.advance(33);
+  t.same(at, [0, 33], 'at 33');
+  p.request();
+  clock.advance(42);
+  t.same(at, [0, 33], 'after a 0.2 ms flush: not before the 10 ms gap');
+  clock.advance(43);
+  t.same(at, [0, 33, 43], 'the plain gap again (10 x 0.2 = 2 ms < 10)');
+  clock.advance(100);
+  cost = 5;
+  p.request();
+  clock.advance(100);
+  t.same(at, [0, 33, 43, 100], 'after a quiet spell, at once however long the last took');
+  cost = 60; // 10 x 60 = 600 ms, more than the cap
+  clock.advance(200);
+  p.request();
+  clock.advance(200);
+  t.same(at, [0, 33, 43, 100, 200]);
+  cost = 0;
+  p.request();
+  clock.advance(260 + BUSY_WAIT_MAX_MS - 1);
+  t.same(at, [0, 33, 43, 100, 200], `a 60 ms flush holds the next back ${BUSY_WAIT_MAX_MS} ms at most`);
+  clock.advance(260 + BUSY_WAIT_MAX_MS);
+  t.same(at, [0, 33, 43, 100, 200, 260 + BUSY_WAIT_MAX_MS]);
+});
+
+t.test('property: with flushes of any cost, flushes never overlap, are the gap apart, and at most busyFactor x the last one\'s length after it ends', async (t) => {
+  fc.assert(fc.property(fc.array(fc.tuple(fc.integer({ min: 0, max: 30 }), fc.integer({ min: 0, max: 40 })), { maxLength: 60 }), fc.integer({ min: 1, max: 20 }), fc.integer({ min: 0, max: 12 }), (steps, gap, factor) => {
+    const clock = new FakeClock();
+    const runs: { start: number; end: number }[] = [];
+    let cost = 0;
+    const p = new FlushPacer(() => {
+      const start = clock.now();
+      clock.t += cost;
+      runs.push({ start, end: clock.now() });
+    }, gap, clock, factor);
+    const requests: number[] = [];
+    for (const [dt, c] of steps) {
+      clock.advance(clock.now() + dt);
+      cost = c;
+      requests.push(clock.now());
+      p.request();
+    }
+    clock.advance(clock.now() + 1000);
+    for (let i = 1; i < runs.length; i++) {
+      const prev = runs[i - 1];
+      const wantAfter = Math.max(prev.start + gap, prev.end + Math.min((prev.end - prev.start) * factor, BUSY_WAIT_MAX_MS));
+      if (runs[i].start < wantAfter) return false;
+    }
+    // Every request is served: some flush starts at or after it (a flush that began before it does not count).
+    for (const r of requests) if (!runs.some((x) => x.start >= r)) return false;
+    return runs.length <= requests.length;
   }));
   t.pass('held for every sequence');
 });
