@@ -143,7 +143,8 @@ export interface DirOps {
   icacls(dir: string): Promise<string | undefined>;
 }
 
-function message(e: unknown): string {
+/** An error's message (anything thrown). */
+export function message(e: unknown): string {
   return (e as Error)?.message ?? String(e);
 }
 

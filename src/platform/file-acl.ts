@@ -8,7 +8,7 @@
 // secret inline (passwords are { file } or { env } references, src/config/peer-hardening.ts), so only the files
 // named there are refused when others may read them. As with directories, nothing is tightened for the operator: the
 // start is refused with the one command that fixes it.
-import { DirAclError, othersIn, TRUSTED, who, type DirReport } from './dir-acl.ts';
+import { DirAclError, message, othersIn, TRUSTED, who, type DirReport } from './dir-acl.ts';
 import type { Win32SecurityApi } from './pipe-acl.ts';
 
 /** Owner Administrators, full control for SYSTEM and Administrators, protected: what the fix command sets. */
@@ -75,7 +75,7 @@ export async function checkFileAcl(file: string, win32: () => Promise<Win32Secur
   try {
     api = await win32();
   } catch (e) {
-    return { enforced: false, what: `${file}: file's ACL NOT checked (the Win32 security calls (koffi) do not load: ${(e as Error)?.message ?? String(e)})` };
+    return { enforced: false, what: `${file}: file's ACL NOT checked (the Win32 security calls (koffi) do not load: ${message(e)})` };
   }
   let sd: string;
   let self: string | undefined;
@@ -83,7 +83,7 @@ export async function checkFileAcl(file: string, win32: () => Promise<Win32Secur
     sd = api.readDirSecurity(file);
     self = api.userSid();
   } catch (e) {
-    throw new DirAclError('read', `cannot read the ACL of ${file} to check who else may use it: ${(e as Error)?.message ?? String(e)}; refusing to use it`);
+    throw new DirAclError('read', `cannot read the ACL of ${file} to check who else may use it: ${message(e)}; refusing to use it`);
   }
   const secret = opts.secret !== undefined;
   const whom = `SYSTEM, Administrators${self && !TRUSTED.has(self.toUpperCase()) ? ` and this daemon's account ${self}` : ''} only`;

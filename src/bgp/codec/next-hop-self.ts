@@ -15,7 +15,3 @@ class SelfNextHop extends IP {
 
 export const NEXT_HOP_SELF4: IP = Object.freeze(new SelfNextHop(4, 0, 0, 0, 0.5));
 export const NEXT_HOP_SELF6: IP = Object.freeze(new SelfNextHop(6, 0, 0, 0, 0.5));
-
-export function isNextHopSelf(ip: IP | null): boolean {
-  return ip === NEXT_HOP_SELF4 || ip === NEXT_HOP_SELF6;
-}

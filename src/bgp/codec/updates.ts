@@ -68,26 +68,31 @@ function fitCount(r: PrefixReader, idx: Positions, count: number, from: number, 
 type Positions = readonly number[] | null;
 const scratch4: number[] = [];
 const scratch6: number[] = [];
-let pos4: Positions = null;
-let pos6: Positions = null;
-let count4 = 0;
-let count6 = 0;
 
-/** Set pos4/count4 and pos6/count6 for the prefixes of `r`. */
-function splitFamilies(r: PrefixReader): void {
+/** The prefixes of a reader by family; one record, rewritten by each splitFamilies call (read it at once). */
+interface Split {
+  v4: Positions;
+  n4: number;
+  v6: Positions;
+  n6: number;
+}
+const split: Split = { v4: null, n4: 0, v6: null, n6: 0 };
+
+function splitFamilies(r: PrefixReader): Split {
   let n4 = 0;
   for (let i = 0; i < r.count; i++) if (r.family(i) === 4) n4++;
-  count4 = n4;
-  count6 = r.count - n4;
+  split.n4 = n4;
+  split.n6 = r.count - n4;
   if (n4 === r.count || n4 === 0) {
-    pos4 = pos6 = null;
-    return;
+    split.v4 = split.v6 = null;
+    return split;
   }
   scratch4.length = 0;
   scratch6.length = 0;
   for (let i = 0; i < r.count; i++) (r.family(i) === 4 ? scratch4 : scratch6).push(i);
-  pos4 = scratch4;
-  pos6 = scratch6;
+  split.v4 = scratch4;
+  split.v6 = scratch6;
+  return split;
 }
 
 /** Where the NEXT_HOP value is in an encoded attribute block (it holds one), to write a session's own address there. */
@@ -190,11 +195,7 @@ export class UpdatePacker {
 
   private announceAll(attrs: PathAttrs, prefixes: PrefixSource, opts: PackOptions): void {
     const r = new PrefixReader(prefixes);
-    splitFamilies(r);
-    const v4 = pos4;
-    const n4 = count4;
-    const v6 = pos6;
-    const n6 = count6;
+    const { v4, n4, v6, n6 } = splitFamilies(r);
     const max = maxMessageLen(MsgType.UPDATE, opts.extendedMessage);
     // Validate and encode everything that can fail before the first message is appended.
     const block4 = n4 > 0 ? cachedPathAttributes(attrs, opts, true) : null;
@@ -254,11 +255,7 @@ export class UpdatePacker {
 
   private withdrawAll(prefixes: PrefixSource, opts: EncodeOptions): void {
     const r = new PrefixReader(prefixes);
-    splitFamilies(r);
-    const v4 = pos4;
-    const n4 = count4;
-    const v6 = pos6;
-    const n6 = count6;
+    const { v4, n4, v6, n6 } = splitFamilies(r);
     const max = maxMessageLen(MsgType.UPDATE, opts.extendedMessage);
     for (let k = 0; k < n4;) {
       const n = fitCount(r, v4, n4, k, max - 23);
