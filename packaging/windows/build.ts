@@ -4,8 +4,8 @@
 // Steps: fetch node.exe (npm pack, checked against a pinned sha512) -> bundle each entry into one CommonJS file
 // (esbuild; SEA runs exactly one CJS script) -> make the SEA preparation blob with that same node.exe under wine
 // (the blob's code cache is V8 bytecode and must come from the exact Node that runs it) -> copy node.exe and
-// inject the blob (postject) -> put the native addons (file locking, koffi for the pipe DACL) and the service script
-// beside the exes.
+// inject the blob (postject) -> put the native addons (file locking, koffi for the Win32, HCN and IP Helper calls) and
+// the service script beside the exes.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -135,8 +135,6 @@ async function main() {
   );
   fs.copyFileSync(koffiNode(), path.join(out, 'koffi.node'));
   for (const f of ['install.ps1', 'node.yaml']) fs.copyFileSync(path.join(root, 'packaging', 'windows', f), path.join(out, f));
-  // The HNS programmer's long-lived PowerShell worker; the daemon looks for it beside the executable.
-  fs.copyFileSync(path.join(root, 'src', 'hns', 'worker.ps1'), path.join(out, 'worker.ps1'));
   fs.rmSync(work, { recursive: true, force: true });
   log(`dist/windows ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }

@@ -1,5 +1,5 @@
 // `blockspeaker hns ...`: Windows HNS tools. `plan`: the operations that take an HNS network from its actual state
-// (HNS's own JSON) to the desired one, as JSON or as the PowerShell that would run.
+// (HNS's own JSON) to the desired one, as JSON: what the daemon's executor sends through HCN and IP Helper.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { ReservationPolicy } from '../ipam/types.ts';
@@ -7,15 +7,14 @@ import { type DesiredState, type HnsConfig, type HnsMode, type LocalBlock, type 
 import { FakeHns } from '../hns/fake.ts';
 import { type HnsSnapshot, emptySnapshot, normalizeMac, parseSnapshot } from '../hns/model.ts';
 import { planHns } from '../hns/planner.ts';
-import { renderApplyScript } from '../hns/powershell.ts';
 import { parseIP, parsePrefix } from '../net/ip.ts';
 import { CliError, intOption, parse } from './args.ts';
 
-const HELP = `usage: blockspeaker hns plan [--actual FILE] (--desired FILE | DESIRED FLAGS) [--powershell] [--emit-actual FILE]
+const HELP = `usage: blockspeaker hns plan [--actual FILE] (--desired FILE | DESIRED FLAGS) [--emit-actual FILE]
 
   Prints the operations that take the HNS network from its actual state to the desired one, as a JSON array of
-  {"op", "network", "subnet", "body"} (body: HNS's JSON for HcnCreateNetwork / HcnModifyNetwork, or the route for
-  New-NetRoute / Remove-NetRoute). Ops that must wait (an ip-subnet endpoints still use) are reported on stderr.
+  {"op", "network", "subnet", "body"} (body: HNS's JSON for HcnCreateNetwork / HcnModifyNetwork / HcnCreateEndpoint,
+  or the route for CreateIpForwardEntry2 / DeleteIpForwardEntry2). Ops that must wait (an ip-subnet endpoints still use) are reported on stderr.
 
   --actual FILE          HNS JSON: Get-HnsNetwork output (one network or a list), or {Networks, Endpoints,
                          HostRoutes} as --emit-actual writes it. Absent: nothing exists yet.
@@ -35,8 +34,6 @@ const HELP = `usage: blockspeaker hns plan [--actual FILE] (--desired FILE | DES
   --mgmt-interface ALIAS management vNIC alias for l2bridge/l2tunnel host routes
   --route-metric N       RouteMetric that marks our host routes (default 271)
   --single-network       one block per host, the block is the network's subnet (kube-proxy)
-  --powershell           print the PowerShell script instead of JSON
-  --module PATH          HNS.V2.psm1 path used in the script (default C:\\k\\hns.v2.psm1)
   --emit-actual FILE     apply the plan to an in-memory HNS and write its resulting JSON to FILE
 `;
 
@@ -223,8 +220,6 @@ async function plan(argv: string[]): Promise<number> {
     'mgmt-interface': { type: 'string' },
     'route-metric': { type: 'string' },
     'single-network': { type: 'boolean' },
-    powershell: { type: 'boolean' },
-    module: { type: 'string' },
     'emit-actual': { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   });
@@ -271,7 +266,6 @@ async function plan(argv: string[]): Promise<number> {
     }
   }
 
-  if (values.powershell) process.stdout.write(renderApplyScript(result.ops, { network: desired.networkName, module: values.module }));
-  else process.stdout.write(JSON.stringify(result.ops, null, 2) + '\n');
+  process.stdout.write(JSON.stringify(result.ops, null, 2) + '\n');
   return 0;
 }

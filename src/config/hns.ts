@@ -39,7 +39,8 @@ export function hnsDataplane(c: Checker, P: Path, o: Record<string, unknown>): H
     } catch { /* reported below */ }
     return c.bad(p, 'an IP address', x);
   });
-  const module = field('module', text);
+  // The PowerShell module path of the old executor: HNS is programmed through computenetwork.dll now.
+  if (o.module !== undefined) ok = c.fail([...P, 'module'], 'no longer used: HNS is programmed through computenetwork.dll, with no PowerShell module; remove it') ?? false;
   const ownedPrefixes = field('ownedPrefixes', (p, x) => {
     if (!Array.isArray(x)) return c.bad(p, 'a list of prefixes', x);
     const out: string[] = [];
@@ -78,7 +79,6 @@ export function hnsDataplane(c: Checker, P: Path, o: Record<string, unknown>): H
   if (interfaceAlias !== undefined) d.interfaceAlias = interfaceAlias;
   if (drMac !== undefined) d.drMac = drMac;
   if (providerAddress !== undefined) d.providerAddress = providerAddress;
-  if (module !== undefined) d.module = module;
   if (ownedPrefixes !== undefined) d.ownedPrefixes = ownedPrefixes;
   if (singleNetwork !== undefined) d.singleNetwork = singleNetwork;
   if (routeMetric !== undefined) d.routeMetric = routeMetric;

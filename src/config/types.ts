@@ -228,8 +228,6 @@ export interface HnsDataplaneConfig {
   drMac?: string;
   /** Overlay: this node's provider address (ProviderAddress policy; routes via it are ours). */
   providerAddress?: string;
-  /** Path of HNS.V2.psm1 on the node. Default C:\\k\\hns.v2.psm1. */
-  module?: string;
   /** Extra owned ranges (e.g. the cluster CIDR) beside the pools. */
   ownedPrefixes?: string[];
   /** One block per host, the block is the network's subnet (kube-proxy's and Calico's classic layout). */
@@ -247,7 +245,8 @@ export interface HnsCniConfig {
   confDir: string;
   /** Default 10-blockspeaker.conflist. */
   fileName: string;
-  flavor: 'win-bridge' | 'win-overlay';
+  /** The main plugin: blockspeaker (default; the daemon makes the endpoints), or win-bridge/win-overlay/sdnbridge with blockspeaker-cni as IPAM. */
+  flavor: 'blockspeaker' | 'win-bridge' | 'win-overlay' | 'sdnbridge';
   serviceCidr: string;
   nodeSubnet: string;
   nodeIP?: string;

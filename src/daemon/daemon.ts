@@ -15,7 +15,8 @@ import { applyCalicoImport } from './calico-merge.ts';
 import { ConfigError, loadConfig, type Config, type ListenAddress, type PoolConfig } from '../config/config.ts';
 import type { FakeHns } from '../hns/fake.ts';
 import type { HnsExecutor } from '../hns/model.ts';
-import type { ScriptWorker } from '../hns/worker.ts';
+import type { HcnExecutor as HcnExecutorType } from '../hns/hcn-executor.ts';
+import type { WindowsNetworkingApis } from '../hns/hcn-api.ts';
 import type { HnsDataplane } from './hns.ts';
 import { Ipam } from '../ipam/ipam.ts';
 import type { BlockInfo, Pool } from '../ipam/types.ts';
@@ -430,30 +431,28 @@ export class Daemon {
       reconciler.start();
       return;
     }
-    // hns: the real HNS only on Windows; elsewhere (and with --dry-run) the in-memory fake, to see the plans.
-    // (The one platform branch of the HNS wiring: to move into src/platform/ once that module lands.)
-    const [{ FakeExecutor, FakeHns }, { HNS_DEFAULT_NETWORK }, { PowerShellExecutor, processRunner }, { findWorkerScript, powershellWorker }, { HnsDataplane, fakeFromSeed }, { vtepLayoutFor }] = await Promise.all([
-      import('../hns/fake.ts'), import('../hns/limits.ts'), import('../hns/powershell.ts'), import('../hns/worker.ts'), import('./hns.ts'), import('../cluster/vtep.ts'),
+    // hns: the real HNS only on Windows, through computenetwork.dll and IP Helper (src/platform loads them from
+    // System32); elsewhere (and with --dry-run) the in-memory fake, to see the plans.
+    const [{ FakeExecutor, FakeHns }, { HNS_DEFAULT_NETWORK }, { HcnExecutor }, { HnsDataplane, fakeFromSeed }, { vtepLayoutFor }] = await Promise.all([
+      import('../hns/fake.ts'), import('../hns/limits.ts'), import('../hns/hcn-executor.ts'), import('./hns.ts'), import('../cluster/vtep.ts'),
     ]);
     const network = dp.network ?? HNS_DEFAULT_NETWORK;
     let executor: HnsExecutor;
     let fake: FakeHns | null = null;
-    let worker: ScriptWorker | undefined;
+    let windows: { executor: HcnExecutorType; apis: WindowsNetworkingApis } | undefined;
     const platform = this.opts.platform ?? hostPlatform();
     if (platform.id === 'win32' && !this.opts.dryRun) {
-      const interfaceAlias = dp.mode === 'overlay' ? undefined : dp.interfaceAlias ?? (dp.adapter ? `vEthernet (${dp.adapter})` : undefined);
-      // One long-lived PowerShell worker (worker.ps1 beside the executable); one powershell.exe per batch without it.
-      const script = findWorkerScript();
-      if (!script) this.log.warn('dataplane hns: worker.ps1 not found beside the executable; starting one PowerShell per batch');
-      worker = script ? powershellWorker(script) : undefined;
-      executor = new PowerShellExecutor({ runner: worker ?? processRunner({ spawn: platform.spawn }), network, module: dp.module, interfaceAlias });
+      const apis = await platform.networking();
+      const hcn = new HcnExecutor({ ...apis, network, interfaceAlias: () => this.hns?.resolveManagementInterface() });
+      windows = { executor: hcn, apis };
+      executor = hcn;
     } else {
       fake = this.opts.fakeHns ?? fakeFromSeed(platform.env.BLOCKSPEAKER_HNS_FAKE_SEED, this.log);
       executor = new FakeExecutor(fake);
       this.log.warn('dataplane hns: using the in-memory fake HNS (not Windows, or --dry-run); nothing is programmed');
     }
     const hns = new HnsDataplane({
-      dp, host: this.cfg.node.name, ipam: this.ipam, executor, fake, log: this.log, worker,
+      dp, host: this.cfg.node.name, ipam: this.ipam, executor, fake, log: this.log, windows: windows?.executor,
       // Overlay: nodes publish their PA and DR MAC in the IPAM store, in its layout (Calico's Node resource there).
       vtep: this.ipam ? { store: this.ipam.store, layout: vtepLayoutFor(this.cfg.ipam?.layout) } : undefined,
       platform, // dataplane.cni: the conflist goes through its atomic replace
@@ -588,7 +587,7 @@ export class Daemon {
       dataplaneErrors: () => this.dataplaneErrors,
       dataplaneLastSuccess: () => this.dataplaneLastSuccess,
       ready: () => this.ready().ready,
-      hns: () => ({ leakedRemoved: this.hns?.leakedRemoved ?? 0, orphansReleased: this.hns?.orphansReleased ?? 0, workerTimeouts: this.hns?.workerStats()?.timeouts ?? 0,
+      hns: () => ({ leakedRemoved: this.hns?.leakedRemoved ?? 0, orphansReleased: this.hns?.orphansReleased ?? 0, forwardingSet: this.hns?.forwardingSet ?? 0,
         subnetWaits: this.hns?.subnetWaits.waited ?? 0, subnetWaitTimeouts: this.hns?.subnetWaits.timeouts ?? 0 }),
       blockUsage: async () => (this.ipam ? this.blockUsage(this.cfg.node.name) : []),
       nodeInfo: () => {

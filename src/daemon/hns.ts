@@ -1,6 +1,6 @@
 // The daemon's HNS dataplane: config (dataplane kind hns) and IPAM (pools from the store, this node's blocks, the
-// handles' addresses) -> the desired HNS state, reconciled through an executor (PowerShell on Windows, the fake
-// elsewhere). Also the CNI gateway (addressing.ts, so the CNI result and HNS agree) and endpoint reconciliation:
+// handles' addresses) -> the desired HNS state, reconciled through an executor (HCN and IP Helper on Windows, the
+// fake elsewhere). Also the CNI gateway (addressing.ts, so the CNI result and HNS agree) and endpoint reconciliation:
 // leaked endpoints are removed by the planner; addresses whose pod endpoint is gone are released after a grace
 // period here. Counters and lists for /dataplane and the metrics.
 import type { HnsDataplaneConfig } from '../config/types.ts';
@@ -14,7 +14,7 @@ import { readIpamView, type IpamView } from '../hns/ipam-view.ts';
 import { HNS_DEFAULT_NETWORK } from '../hns/limits.ts';
 import { type HnsExecutor, type HnsSnapshot, endpointAddresses, subnetsOf } from '../hns/model.ts';
 import { HnsReconciler, type PassRecord } from '../hns/reconcile.ts';
-import type { WorkerStats } from '../hns/worker.ts';
+import type { HcnExecutor } from '../hns/hcn-executor.ts';
 import { type OverlayMissing, mergeOverlay, overlayRoutes } from '../hns/overlay.ts';
 import { type VtepLayout, checkFacts, listVteps, publishVtep } from '../cluster/vtep.ts';
 import type { Store, Watcher } from '../store/types.ts';
@@ -32,8 +32,11 @@ export interface HnsDataplaneOptions {
   log: { info(o: object, m: string): void; warn(o: object, m: string): void; error(o: object, m: string): void };
   now?: () => number;
   onPass?: (r: PassRecord) => void;
-  /** The long-lived script worker (Windows), for its call, timeout and restart counts. */
-  worker?: { stats(): WorkerStats; close(): void };
+  /**
+   * Windows: the HCN executor, for what only a real host has: the management vNIC found from the default route when
+   * the config names none, and IP forwarding on the management and host endpoint vNICs.
+   */
+  windows?: HcnExecutor;
   /** Reconciler timing (tests). */
   intervalMs?: number;
   /** Overlay: where nodes publish their provider address and DR MAC (the IPAM store, in its layout). */
@@ -74,6 +77,11 @@ export class HnsDataplane {
   /** handle -> when its addresses were first seen with no endpoint. */
   private readonly missingSince = new Map<string, number>();
   private lastActual: HnsSnapshot | null = null;
+  /** The management vNIC found from the default route (no alias configured). */
+  private foundInterface: string | undefined;
+  /** Times forwarding was found off and switched on; the last check. */
+  forwardingSet = 0;
+  private forwarding: { interfaces: string[]; families: number[]; error: string | null } | null = null;
   private lastView: IpamView | null = null;
   private unfollow: (() => void) | null = null;
   private readonly now: () => number;
@@ -102,6 +110,7 @@ export class HnsDataplane {
           // Everything desired is applied: its ip-subnets now exist (until the next pass says otherwise).
           this.programmed = (this.passDesired?.subnets ?? []).flatMap((s) => s.ipSubnets.map((x) => x.prefix));
           this.wakeSubnetWaiters();
+          void this.ensureForwarding();
           for (const e of r.removedEndpoints) {
             if (isHostEndpointName(this.network, e.name)) continue;
             this.leakedRemoved++;
@@ -156,11 +165,53 @@ export class HnsDataplane {
     this.unfollow?.();
     this.unfollow = null;
     this.reconciler.stop();
-    this.o.worker?.close();
   }
 
-  workerStats(): WorkerStats | null {
-    return this.o.worker?.stats() ?? null;
+  /** The management vNIC's alias: configured, or found from the host's default route (Windows); overlay has none. */
+  managementInterface(): string | undefined {
+    if (this.o.dp.mode === 'overlay') return undefined;
+    return this.o.dp.interfaceAlias ?? (this.o.dp.adapter ? `vEthernet (${this.o.dp.adapter})` : this.foundInterface);
+  }
+
+  /**
+   * The management vNIC for the executor's read (so a restart sees the routes it made before): Windows with no alias
+   * configured asks IP Helper which interface holds the default route, each pass until found.
+   */
+  async resolveManagementInterface(): Promise<string | undefined> {
+    await this.findInterface();
+    return this.managementInterface();
+  }
+
+  private async findInterface(): Promise<void> {
+    const w = this.o.windows;
+    if (!w || this.managementInterface() !== undefined || this.o.dp.mode === 'overlay') return;
+    try {
+      this.foundInterface = await w.defaultRouteInterface();
+      if (this.foundInterface) this.o.log.info({ interface: this.foundInterface }, 'hns: management vNIC found from the default route');
+    } catch (e) {
+      this.o.log.warn({ err: (e as Error).message }, 'hns: cannot read the host route table to find the management vNIC');
+    }
+  }
+
+  /**
+   * After a good pass: forwarding on for every pool family on the management vNIC and each host endpoint's vNIC
+   * ("vEthernet (<endpoint name>)"), as Calico and flannel set it. Failures are reported, and tried next pass.
+   */
+  private async ensureForwarding(): Promise<void> {
+    const w = this.o.windows;
+    const d = this.passDesired;
+    if (!w || !d) return;
+    const aliases = [this.managementInterface(), ...d.hostEndpoints.map((e) => `vEthernet (${e.name})`)].filter((x): x is string => !!x);
+    const families = [...new Set(d.subnets.map((s) => s.prefix.family))];
+    try {
+      const changed = await w.ensureForwarding(aliases, families);
+      this.forwardingSet += changed.length;
+      this.forwarding = { interfaces: aliases, families, error: null };
+      if (changed.length) this.o.log.info({ changed }, 'hns: IP forwarding switched on');
+    } catch (e) {
+      this.forwarding = { interfaces: aliases, families, error: (e as Error).message };
+      this.o.log.warn({ err: (e as Error).message }, 'hns: cannot switch IP forwarding on');
+    }
   }
 
   notify(): void {
@@ -196,7 +247,7 @@ export class HnsDataplane {
       mode: dp.mode,
       network: this.network,
       adapter: dp.adapter,
-      managementInterface: dp.interfaceAlias,
+      managementInterface: this.managementInterface(),
       vni: dp.vni,
       drMac: dp.drMac,
       providerAddress: dp.providerAddress,
@@ -355,7 +406,8 @@ export class HnsDataplane {
       remoteRoutes: this.remote.size,
       passes: s.passes, consecutiveFailures: s.consecutiveFailures, lastPlan: s.lastPlan, lastError: s.lastError,
       drift: { events: s.driftEvents, last: s.drift },
-      worker: this.workerStats(),
+      managementInterface: this.managementInterface() ?? null,
+      ...(this.o.windows ? { forwarding: { ...this.forwarding, switchedOn: this.forwardingSet } } : {}),
       addressing: this.lastView?.pools ?? [],
       addressingProblems: this.lastView?.problems ?? [],
       ...(this.o.dp.cni ? { cni: this.conflist } : {}),

@@ -16,7 +16,7 @@ export interface MetricsSource {
   dataplaneLastSuccess(): number | null;
   ready(): boolean;
   /** HNS dataplane counters (0 without it). */
-  hns(): { leakedRemoved: number; orphansReleased: number; workerTimeouts: number; subnetWaits?: number; subnetWaitTimeouts?: number };
+  hns(): { leakedRemoved: number; orphansReleased: number; forwardingSet: number; subnetWaits?: number; subnetWaitTimeouts?: number };
   /** This node's affine blocks with their address counts. */
   blockUsage(): Promise<Array<{ cidr: string; pool: string; allocated: number; free: number; reserved: number }>>;
   /** Labels of blockspeaker_node_info. */
@@ -113,10 +113,10 @@ export async function buildMetrics(src: MetricsSource): Promise<Registry> {
         this.reset();
         this.inc(src.hns().orphansReleased);
       } });
-    new Counter({ name: 'blockspeaker_hns_worker_timeouts_total', help: 'HNS script worker calls that timed out (the worker was killed and restarted)', registers: [reg],
+    new Counter({ name: 'blockspeaker_hns_forwarding_enabled_total', help: 'Times IP forwarding was found off on the management or host endpoint vNIC and switched on', registers: [reg],
       collect() {
         this.reset();
-        this.inc(src.hns().workerTimeouts);
+        this.inc(src.hns().forwardingSet);
       } });
     new Counter({ name: 'blockspeaker_hns_cni_subnet_waits_total', help: 'CNI ADDs that waited for their fresh block\'s ip-subnet to be programmed in HNS', registers: [reg],
       collect() {

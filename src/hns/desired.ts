@@ -353,13 +353,16 @@ export function buildDesired(input: DesiredInputs): DesiredState {
   } else {
     const alias = c.managementInterface ?? (c.adapter ? `vEthernet (${c.adapter})` : undefined);
     state.interfaceAlias = alias;
-    if (remoteList.length > 0 && !alias) {
-      throw new HnsConfigError(`${c.mode}: remote routes go on the management vNIC; set adapter or managementInterface`);
-    }
     for (const { p, nh } of remoteList) {
+      // No management vNIC known yet (none configured, none found from the default route): these routes wait,
+      // listed, while the network, subnets and endpoints are still programmed.
+      if (!alias) {
+        ignored.push({ prefix: p.key, reason: 'no management vNIC known (set adapter or interfaceAlias, or give the host a default route)' });
+        continue;
+      }
       state.hostRoutes.push({
         ...p,
-        route: { DestinationPrefix: p.key, NextHop: formatIP(nh), InterfaceAlias: alias!, RouteMetric: state.routeMetric },
+        route: { DestinationPrefix: p.key, NextHop: formatIP(nh), InterfaceAlias: alias, RouteMetric: state.routeMetric },
       });
     }
   }

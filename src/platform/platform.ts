@@ -15,6 +15,7 @@ import { fileLocks } from './file-lock.ts';
 import { secureStateDir, type DirReport } from './dir-acl.ts';
 import { checkFileAcl } from './file-acl.ts';
 import { restrictPipe, type Win32SecurityApi } from './pipe-acl.ts';
+import type { WindowsNetworkingApis } from '../hns/hcn-api.ts';
 import { defaultPaths, HOST_PLATFORM, socketEndpoint, type DefaultPaths, type PlatformId } from './paths.ts';
 
 export type { PlatformId, DefaultPaths } from './paths.ts';
@@ -99,6 +100,11 @@ export interface Platform {
   /** Replace `target` by `tmp` (closed files only). Windows retries briefly: scanners hold files open for a moment. */
   replaceFile(tmp: string, target: string): void;
   spawn: Spawner;
+  /**
+   * The Windows dataplane's native APIs (HCN, HNSCall, IP Helper), loaded on first use from System32 by full path
+   * (networkingDlls()). Linux: rejects, the HNS dataplane needs Windows.
+   */
+  networking(): Promise<WindowsNetworkingApis>;
 }
 
 /** The node:fs subset the platforms are built on; the Windows double wraps it with Windows rules. */
@@ -134,6 +140,49 @@ export interface PlatformDeps {
   sleepMs: (ms: number) => void;
   /** The Win32 security calls for the pipe's DACL (koffi), loaded on first use: only a Windows daemon needs them. */
   win32Security: () => Promise<Win32SecurityApi>;
+  /** The HNS dataplane's native APIs (koffi) from these DLLs, loaded on first use: only a Windows daemon needs them. */
+  networking: (dlls: NetworkingDlls) => Promise<WindowsNetworkingApis>;
+}
+
+/** Full paths of the DLLs behind WindowsNetworkingApis. */
+export interface NetworkingDlls {
+  computenetwork: string;
+  vmcompute: string;
+  iphlpapi: string;
+  /** CoTaskMemFree, for the strings HCN and HNSCall hand back. */
+  ole32: string;
+}
+
+/** The test-only variable naming a stand-in for iphlpapi.dll (a file name in System32). */
+export const IPHLPAPI_ENV = 'BLOCKSPEAKER_IPHLPAPI';
+
+/**
+ * Where the networking DLLs are: %SystemRoot%\System32 (default C:\Windows), by full path so that a DLL beside
+ * the executable or in the working directory is never picked up. BLOCKSPEAKER_IPHLPAPI may name another DLL in
+ * System32 to stand in for iphlpapi.dll (wine's IP Helper aborts the process on the route calls, and node.exe
+ * imports iphlpapi itself, so a stand-in needs its own name); a path there is refused.
+ */
+export function networkingDlls(env: Record<string, string | undefined>): NetworkingDlls {
+  const root = (env.SystemRoot ?? env.SYSTEMROOT ?? env.systemroot)?.trim() || 'C:\\Windows';
+  const system32 = `${root.replace(/[\\/]+$/, '')}\\System32`;
+  const standIn = env[IPHLPAPI_ENV]?.trim();
+  if (standIn !== undefined && standIn !== '' && (/[\\/:]/.test(standIn) || standIn === '.' || standIn === '..')) {
+    throw new Error(`${IPHLPAPI_ENV} must be a DLL file name in ${system32}, not a path: ${JSON.stringify(standIn)}`);
+  }
+  const at = (name: string) => `${system32}\\${name}`;
+  return {
+    computenetwork: at('computenetwork.dll'),
+    vmcompute: at('vmcompute.dll'),
+    iphlpapi: at(standIn || 'iphlpapi.dll'),
+    ole32: at('ole32.dll'),
+  };
+}
+
+/** The koffi bindings, imported only here and only when asked for (never by the CNI plugin bundle or on Linux). */
+async function loadNetworking(dlls: NetworkingDlls): Promise<WindowsNetworkingApis> {
+  const [{ hcnBindings }, { ipHelperBindings }] = await Promise.all([import('./hcn-koffi.ts'), import('./iphlpapi-koffi.ts')]);
+  const [{ hcn, hns }, ipHelper] = await Promise.all([hcnBindings(dlls), ipHelperBindings(dlls.iphlpapi)]);
+  return { hcn, hns, ipHelper };
 }
 
 function errCode(err: unknown): string | undefined {
@@ -197,6 +246,7 @@ export function realDeps(): PlatformDeps {
     spawn: realSpawn,
     sleepMs: (ms) => void Atomics.wait(sab, 0, 0, ms),
     win32Security: async () => (await import('./win32-security.ts')).win32Security(),
+    networking: loadNetworking,
   };
 }
 
@@ -268,6 +318,9 @@ export function linuxPlatform(d: PlatformDeps = realDeps()): Platform {
     },
     checkFile: async () => undefined,
     replaceFile: (tmp, target) => d.fs.renameSync(tmp, target),
+    networking: async () => {
+      throw new Error('the HNS dataplane needs Windows: HCN, HNS and IP Helper exist only there (on Linux, routes go through the kernel\'s own table)');
+    },
   };
 }
 
@@ -342,6 +395,14 @@ export function windowsPlatform(d: PlatformDeps = realDeps()): Platform {
           if (!BUSY.has(errCode(e) ?? '') || i >= 20) throw e;
           d.sleepMs(25);
         }
+      }
+    },
+    async networking() {
+      const dlls = networkingDlls(d.env);
+      try {
+        return await d.networking(dlls);
+      } catch (e) {
+        throw new Error(`cannot load the Windows networking APIs (${dlls.computenetwork}, ${dlls.vmcompute}, ${dlls.iphlpapi}): ${(e as Error)?.message ?? String(e)}`);
       }
     },
   };

@@ -266,7 +266,7 @@ ipam:
   pools:
     - { name: micro, cidr: 10.9.0.0/24, blockSize: 30, reservation: { kind: perBlock, start: 3, end: 1 }, natOutgoing: true }
     - { name: v6, cidr: "fd00:9::/112", reservation: none, allowedUses: [Tunnel], disabled: true, nodeSelector: 'os == "linux"' }
-dataplane: { kind: hns, network: Calico, mode: overlay, vni: 4096, drMac: 00-15-5D-AA-BB-01, providerAddress: 192.0.2.1, adapter: Ethernet, module: 'C:\\k\\hns.v2.psm1', ownedPrefixes: [10.8.0.0/14], routeMetric: 300, endpointGraceSeconds: 60 }
+dataplane: { kind: hns, network: Calico, mode: overlay, vni: 4096, drMac: 00-15-5D-AA-BB-01, providerAddress: 192.0.2.1, adapter: Ethernet, ownedPrefixes: [10.8.0.0/14], routeMetric: 300, endpointGraceSeconds: 60 }
 status: false
 ipc: false
 `),

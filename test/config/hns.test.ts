@@ -23,7 +23,6 @@ dataplane:
   network: cbr0
   adapter: Ethernet 2
   interfaceAlias: "vEthernet (Ethernet 2)"
-  module: 'D:\\bs\\hns.v2.psm1'
   ownedPrefixes: [10.244.0.0/16, 10.96.0.0/12]
   singleNetwork: true
   routeMetric: 300
@@ -31,7 +30,7 @@ dataplane:
 `);
   t.same(c.dataplane, {
     kind: 'hns', mode: 'l2bridge', network: 'cbr0', adapter: 'Ethernet 2', interfaceAlias: 'vEthernet (Ethernet 2)',
-    module: 'D:\\bs\\hns.v2.psm1', ownedPrefixes: ['10.244.0.0/16', '10.96.0.0/12'], singleNetwork: true, routeMetric: 300,
+    ownedPrefixes: ['10.244.0.0/16', '10.96.0.0/12'], singleNetwork: true, routeMetric: 300,
     endpointGraceSeconds: 30,
   });
   const o = parseConfig(`${WIN}dataplane: { kind: hns, mode: overlay, vni: 4096, drMac: "00:15:5d:aa:bb:01", providerAddress: 192.0.2.7 }\n`);
@@ -57,6 +56,7 @@ t.test('each bad field is named', async (t) => {
     ['{ kind: hns, singleNetwork: yes }', /^dataplane\.singleNetwork: must be true or false/],
     ['{ kind: hns, routeMetric: 0 }', /^dataplane\.routeMetric: must be 1\.\.9999, got 0$/],
     ['{ kind: hns, endpointGraceSeconds: -1 }', /^dataplane\.endpointGraceSeconds: must be 0\.\.86400/],
+    ['{ kind: hns, module: "C:\\\\k\\\\hns.v2.psm1" }', /^dataplane\.module: no longer used: HNS is programmed through computenetwork\.dll/],
     ['{ kind: hns, adaptor: x }', /^dataplane\.adaptor: unknown field \(did you mean adapter\?\)$/],
   ];
   for (const [dp, re] of cases) t.match(issues(`${WIN}dataplane: ${dp}\n`), [re], dp);
@@ -87,4 +87,25 @@ dataplane: { kind: hns }
   ]);
   t.equal(got.length, 5, 'a disabled pool and a /30 perHost 3 micropool are fine');
   t.equal(hnsPoolProblem({ cidr: 'fd00::/64', blockSize: 122, reservation: { kind: 'auto' } }), null);
+});
+
+t.test('dataplane.cni.flavor: blockspeaker by default and for every mode; the IPAM-only ones only where they fit', async (t) => {
+  const cfg = (mode: string, flavor?: string) => `${WIN}dataplane:
+  kind: hns
+  mode: ${mode}
+${mode === 'overlay' ? '  vni: 4096\n  drMac: "00-15-5D-AA-BB-01"\n' : ''}  cni: { confDir: 'C:\\etc\\cni\\net.d', serviceCidr: 10.96.0.0/12, nodeSubnet: 192.168.10.0/24${flavor ? `, flavor: ${flavor}` : ''} }
+`;
+  const flavorOf = (text: string) => (parseConfig(text, 'n.yaml').dataplane as { cni: { flavor: string } }).cni.flavor;
+  for (const mode of ['l2bridge', 'l2tunnel', 'overlay']) {
+    t.equal(flavorOf(cfg(mode)), 'blockspeaker', `default for ${mode}`);
+    t.equal(flavorOf(cfg(mode, 'blockspeaker')), 'blockspeaker');
+  }
+  t.equal(flavorOf(cfg('l2bridge', 'win-bridge')), 'win-bridge');
+  t.equal(flavorOf(cfg('l2tunnel', 'win-bridge')), 'win-bridge');
+  t.equal(flavorOf(cfg('overlay', 'win-overlay')), 'win-overlay');
+  t.equal(flavorOf(cfg('l2bridge', 'sdnbridge')), 'sdnbridge');
+  t.same(issues(cfg('l2bridge', 'win-overlay')), ['dataplane.cni.flavor: win-overlay does not drive a l2bridge network: use blockspeaker or win-bridge or sdnbridge with mode l2bridge']);
+  t.same(issues(cfg('l2tunnel', 'sdnbridge')), ['dataplane.cni.flavor: sdnbridge does not drive a l2tunnel network: use blockspeaker or win-bridge with mode l2tunnel']);
+  t.same(issues(cfg('overlay', 'win-bridge')), ['dataplane.cni.flavor: win-bridge does not drive a overlay network: use blockspeaker or win-overlay with mode overlay']);
+  t.match(issues(cfg('l2bridge', 'calico'))[0], /^dataplane\.cni\.flavor: .*blockspeaker.*win-bridge.*win-overlay.*sdnbridge/);
 });

@@ -21,7 +21,7 @@ function source(peers: () => PeerStatus[]) {
     dataplaneErrors: () => 0,
     dataplaneLastSuccess: () => null,
     ready: () => true,
-    hns: () => (calls.hns++, { leakedRemoved: 0, orphansReleased: 0, workerTimeouts: 0 }),
+    hns: () => (calls.hns++, { leakedRemoved: 0, orphansReleased: 0, forwardingSet: 0 }),
     blockUsage: async () => (calls.blockUsage++, [{ cidr: '10.1.0.0/26', pool: 'p', allocated: 2, free: 60, reserved: 2 }]),
     nodeInfo: () => ({ node: 'n', os: 'linux', asn: '65010', router_id: '10.0.0.9', version: 'test' }),
   };

@@ -14,7 +14,6 @@ import { buildDesired, hostEndpointName } from '../../src/hns/desired.ts';
 import { planHns } from '../../src/hns/planner.ts';
 import { FakeHns } from '../../src/hns/fake.ts';
 import { emptySnapshot, subnetsOf, endpointAddresses, findHresult, parseHresult, HCN, HcnError } from '../../src/hns/model.ts';
-import { parseApplyOutput } from '../../src/hns/powershell.ts';
 import type { AssignReply } from '../../src/ipc/protocol.ts';
 
 interface Case {
@@ -161,8 +160,4 @@ t.test('HRESULTs parse from hex and decimal; HCN error constants; NOT_FOUND fami
   t.ok(new HcnError(HCN.POLICY_NOT_FOUND, 'x').notFound && new HcnError(HCN.ENDPOINT_NOT_FOUND, 'x').notFound);
   t.notOk(new HcnError(HCN.POLICY_ALREADY_EXISTS, 'x').notFound);
   t.equal(HCN.POLICY_NOT_FOUND, 0x803b0008);
-  const f = parseApplyOutput({ code: 3, stdout: '##blockspeaker ok 0\r\n##blockspeaker fail 1 0x80131500 HcnModifyNetwork failed: -2143617019 subnet not found\r\n', stderr: '' }, 2);
-  t.equal(f.applied, 1);
-  t.equal((f.error as HcnError).code, HCN.SUBNET_NOT_FOUND, 'the decimal hr in the message beats the exception HResult');
-  t.ok((f.error as HcnError).notFound);
 });

@@ -1,4 +1,4 @@
-// `blockspeaker hns plan`, spawned for real: JSON ops, --emit-actual round trip to [], --powershell, --desired
+// `blockspeaker hns plan`, spawned for real: JSON ops, --emit-actual round trip to [], --desired
 // files, Get-HnsNetwork JSON with foreign objects, blocked ops on stderr, and errors that name the flag.
 import t from 'tap';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -45,18 +45,19 @@ t.test('plan from nothing, --emit-actual, plan again: []', async (t) => {
   t.equal((await cli(['--desired', yaml, '--actual', out])).stdout, '[]\n');
 });
 
-t.test('overlay: --powershell prints the script; the round trip ends in []', async (t) => {
+t.test('overlay: the network with its RemoteSubnetRoute policy; the round trip ends in []', async (t) => {
   const flags = ['--mode', 'overlay', '--network', 'vxlan0', '--vni', '4096', '--dr-mac', '01:02:03:04:05:06', '--pool', '10.0.0.0/16=10.0.0.1',
     '--local-block', '10.0.123.0/26', '--local-block', '10.0.200.0/26', '--remote', '10.0.5.0/26=192.168.1.5', '--provider-address', '192.168.1.2'];
-  const ps = await cli([...flags, '--powershell']);
-  t.equal(ps.code, 0, ps.stderr);
-  t.match(ps.stdout, /^# blockspeaker hns: 3 operation\(s\) for network 'vxlan0'/);
-  t.match(ps.stdout, /\$net = New-HnsNetwork -JsonString '\{"Name":"vxlan0","Type":"Overlay"/);
-  t.match(ps.stdout, /New-HnsNetworkPolicy -NetworkId \$net\.ID -Policies @\(@\{ Type = 'RemoteSubnetRoute'; Settings = @\{ DestinationPrefix = '10\.0\.5\.0\/26'; IsolationId = 4096; ProviderAddress = '192\.168\.1\.5'; DistributedRouterMacAddress = '01-02-03-04-05-06' \} \}\)/);
+  const r = await cli(flags);
+  t.equal(r.code, 0, r.stderr);
+  const ops = JSON.parse(r.stdout) as HnsOp[];
+  t.equal(ops[0].op, 'create-network');
+  t.match(ops[0].body, { Name: 'vxlan0', Type: 'Overlay' });
+  t.ok(ops.some((o) => o.op === 'add-policy' && JSON.stringify(o.body).includes('"DestinationPrefix":"10.0.5.0/26","IsolationId":4096,"ProviderAddress":"192.168.1.5","DistributedRouterMacAddress":"01-02-03-04-05-06"')),
+    'a RemoteSubnetRoute with the PA and the DR MAC');
   const out = join(dir, 'ov.json');
   t.equal((await cli([...flags, '--emit-actual', out])).code, 0);
   t.equal((await cli([...flags, '--actual', out])).stdout, '[]\n');
-  t.equal((await cli([...flags, '--actual', out, '--powershell'])).stdout.match(/^# \[/gm), null, 'an empty script has no ops');
 });
 
 t.test('Get-HnsNetwork JSON with a foreign subnet: only ours change', async (t) => {

@@ -20,7 +20,13 @@ t.test('config errors name the field', async (t) => {
   t.throws(build({}, ['10.0.1.0/26', '10.0.1.32/27']), /local blocks 10\.0\.1\.0\/26 and 10\.0\.1\.32\/27 overlap/);
   t.throws(build({}, ['192.168.1.0/26']), /local block 192\.168\.1\.0\/26: inside no configured pool/);
   t.throws(build({ ownedPrefixes: ['0.0.0.0/0'] }), /wider than a \/8/);
-  t.throws(() => buildDesired({ config: { ...config('l2bridge'), adapter: undefined }, localBlocks: [], remoteRoutes: [{ prefix: '10.0.5.0/26', nextHop: '192.168.1.1' }] }), /set adapter or managementInterface/);
+});
+
+t.test('no management vNIC known: remote routes wait, listed, and the rest of the state is still built', async (t) => {
+  const d = buildDesired({ config: { ...config('l2bridge'), adapter: undefined }, localBlocks: ['10.0.1.0/26'], remoteRoutes: [{ prefix: '10.0.5.0/26', nextHop: '192.168.1.1' }] });
+  t.same(d.hostRoutes, [], 'no host route without an interface');
+  t.match(d.ignored, [{ prefix: '10.0.5.0/26', reason: /no management vNIC known/ }]);
+  t.equal(d.subnets.length, 1, 'the local block is still programmed');
 });
 
 t.test('IPv6 pools: ::/0 gateway route, /128 blocks without flags', async (t) => {

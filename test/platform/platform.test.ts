@@ -131,25 +131,10 @@ t.test('messages say what is enforced: a taken pipe name, a denied pipe, a denie
   t.match(describe('/run/blockspeaker.sock'), /mode 0600/);
 });
 
-t.test('process spawning: the real spawner, and HNS PowerShell through the platform\'s spawner', async (t) => {
+t.test('process spawning: the real spawner', async (t) => {
   const r = await linuxPlatform().spawn('sh', ['-c', 'printf "é\\n"; echo oops >&2; exit 3']);
   t.same(r, { code: 3, stdout: 'é\n', stderr: 'oops\n' });
   const missing = await linuxPlatform().spawn('/nonexistent/icacls', []);
   t.equal(missing.code, null, 'a command that cannot start is a result, not a throw');
   t.match(missing.stderr, /ENOENT/);
-  const { processRunner } = await import('../../src/hns/powershell.ts');
-  const dir = tmpDir(t);
-  let seen: { cmd: string; args: string[]; script: string } | undefined;
-  const runner = processRunner({
-    dir,
-    spawn: async (cmd, args) => {
-      seen = { cmd, args, script: fs.readFileSync(args[args.length - 1]!, 'utf8') };
-      return { code: 0, stdout: '{}', stderr: '' };
-    },
-  });
-  t.same(await runner.run('Get-HnsNetwork | ConvertTo-Json'), { code: 0, stdout: '{}', stderr: '' });
-  t.equal(seen?.cmd, 'powershell.exe');
-  t.same(seen?.args.slice(0, 5), ['-NoProfile', '-NonInteractive', '-ExecutionPolicy', 'Bypass', '-File']);
-  t.equal(seen?.script, '\ufeffGet-HnsNetwork | ConvertTo-Json', 'UTF-8 with BOM, as Windows PowerShell wants');
-  t.same(fs.readdirSync(dir), [], 'the temp script is removed');
 });

@@ -8,7 +8,8 @@
 // same double see each other's open files.
 import fs from 'node:fs';
 import path from 'node:path';
-import { realDeps, windowsPlatform, type Platform, type SpawnResult } from '../../src/platform/platform.ts';
+import { realDeps, windowsPlatform, type NetworkingDlls, type Platform, type SpawnResult } from '../../src/platform/platform.ts';
+import type { WindowsNetworkingApis } from '../../src/hns/hcn-api.ts';
 import { socketEndpoint } from '../../src/platform/paths.ts';
 import { Win32Error, type Win32SecurityApi } from '../../src/platform/pipe-acl.ts';
 
@@ -28,6 +29,8 @@ export interface WindowsDouble {
   dirSecurity: Map<string, string>;
   /** The double's Win32 security calls (Windows semantics over its files), to build variants from. */
   win32: Win32SecurityApi;
+  /** The DLL paths each platform.networking() call asked for. */
+  networkingLoads: NetworkingDlls[];
 }
 
 /** What Windows reads back from a directory given icaclsArgs() (or ADMIN_ONLY_DIR_SDDL) by an administrator. */
@@ -58,6 +61,8 @@ export interface WindowsDoubleOptions {
   defaultDirSecurity?: string;
   /** Listen for "pipes" as Unix sockets in this directory (the pipe namespace of the double), so a server can run. */
   pipeDir?: string;
+  /** The HCN / HNS / IP Helper APIs platform.networking() gives. Default: rejects (no native networking here). */
+  networking?: (dlls: NetworkingDlls) => Promise<WindowsNetworkingApis>;
 }
 
 function winError(code: 'EPERM' | 'EACCES', syscall: string, what: string): NodeJS.ErrnoException {
@@ -76,6 +81,7 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
   const pipeDacls: { pipe: string; sddl: string }[] = [];
   const createdDirs: { dir: string; sddl: string }[] = [];
   const dirSecurity = new Map<string, string>();
+  const networkingLoads: NetworkingDlls[] = [];
   const keepAsWine: Win32SecurityApi = {
     setDacl(pipe, sddl) {
       pipeDacls.push({ pipe, sddl });
@@ -154,10 +160,15 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
       return opts.spawnResult?.(cmd, args) ?? { code: 0, stdout: 'Successfully processed 1 files; Failed processing 0 files', stderr: '' };
     },
     win32Security: opts.win32Security ?? (async () => keepAsWine),
+    networking: async (dlls) => {
+      networkingLoads.push(dlls);
+      if (opts.networking) return opts.networking(dlls);
+      throw new Error('the Windows double has no HCN or IP Helper (pass WindowsDoubleOptions.networking)');
+    },
   });
   const pipeDir = opts.pipeDir;
   // A pipe name becomes a socket file in pipeDir, for the server's bind and for clients alike.
   const inPipeDir = (p: string) => path.join(pipeDir!, socketEndpoint(p, 'win32').replace(/^\\\\\.\\pipe\\/, ''));
   const withPipes: Platform = pipeDir ? { ...platform, ipcListenPath: inPipeDir } : platform;
-  return { platform: withPipes, spawned, refused, pipeDacls, createdDirs, dirSecurity, win32: keepAsWine, openPaths: () => [...open.values()].map((o) => o.path) };
+  return { platform: withPipes, spawned, refused, pipeDacls, createdDirs, dirSecurity, win32: keepAsWine, networkingLoads, openPaths: () => [...open.values()].map((o) => o.path) };
 }
