@@ -1,9 +1,7 @@
 // IP Helper's rows as bytes (src/platform/mib-rows.ts): round trips, hand-made rows byte by byte, the offsets
 // against netioapi.h (mingw's offsetof values when the stand-in build's layout file is there), and refused input.
 import t from 'tap';
-import fs from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import * as layout from '../windows/standin/layout.ts';
 import fc from 'fast-check';
 import type { IpForwardRow } from '../../src/hns/hcn-api.ts';
 import { formatIP, formatPrefix, IP, prefixOf } from '../../src/net/ip.ts';
@@ -198,15 +196,9 @@ t.test('offsets: netioapi.h on x64', async (t) => {
   t.strictSame({ ...INTERFACE_ROW }, { size: 168, family: 0, interfaceLuid: 8, interfaceIndex: 16, forwardingEnabled: 41, sitePrefixLength: 144 });
   t.equal(FORWARD_TABLE.rows, 8);
 
-  // The stand-in build's record of mingw's offsetof values, when that helper's file is present.
-  const here = path.dirname(fileURLToPath(import.meta.url));
-  const layoutFile = path.join(here, '..', 'windows', 'standin', 'layout.ts');
-  if (!fs.existsSync(layoutFile)) {
-    t.comment('test/windows/standin/layout.ts is not there: mingw offsets not cross-checked');
-    return;
-  }
-  type Layout = { size: number; align: number; fields: Record<string, number> };
-  const l = (await import(layoutFile)) as Record<string, Layout>;
+  // The stand-in build's record of mingw's offsetof values (test/windows/standin/standin.test.ts checks it against
+  // a probe compiled with mingw's netioapi.h).
+  const l = layout as unknown as Record<string, { size: number; align: number; fields: Record<string, number> }>;
   const row2 = l.MIB_IPFORWARD_ROW2.fields;
   t.equal(FORWARD_ROW.size, l.MIB_IPFORWARD_ROW2.size, 'MIB_IPFORWARD_ROW2 size (mingw)');
   for (const [ours, theirs] of Object.entries({
