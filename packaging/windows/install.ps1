@@ -71,9 +71,11 @@ function Install-Blockspeaker {
     Copy-Item (Join-Path $Here 'node.yaml') $Config
     Write-Warning "wrote an example ${Config}: edit it (ASN, router id, peers, pools) before starting"
   }
-  # containerd runs a CNI plugin as <type>.exe from its bin directory.
+  # containerd runs a CNI plugin as <type>.exe from its bin directory: blockspeaker.exe for the main plugin
+  # ("type": "blockspeaker"), blockspeaker-cni.exe as another plugin's IPAM. The same executable under both names.
   if (Test-Path $CniBinDir) {
     Copy-Item (Join-Path $Here 'blockspeaker-cni.exe') $CniBinDir -Force
+    Copy-Item (Join-Path $Here 'blockspeaker-cni.exe') (Join-Path $CniBinDir 'blockspeaker.exe') -Force
     Copy-Item (Join-Path $Here 'fs-native-extensions.node') $CniBinDir -Force
   } else {
     Write-Warning "$CniBinDir not found: copy blockspeaker-cni.exe into containerd's CNI bin directory yourself"

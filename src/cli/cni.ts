@@ -1,14 +1,15 @@
 // `blockspeaker cni conflist`: the containerd network config list for this Windows node, from the node config.
 import { loadConfig } from '../config/config.ts';
-import { buildConflist, type ConflistFlavor } from '../hns/conflist.ts';
+import { CONFLIST_FLAVORS, buildConflist, type ConflistFlavor } from '../hns/conflist.ts';
 import { HNS_DEFAULT_NETWORK } from '../hns/limits.ts';
 import { CliError, parse, required } from './args.ts';
 
-const HELP = `usage: blockspeaker cni conflist --flavor win-bridge|win-overlay -c node.yaml --service-cidr CIDR
+const HELP = `usage: blockspeaker cni conflist --flavor blockspeaker|win-bridge|win-overlay|sdnbridge -c node.yaml --service-cidr CIDR
                                 --node-subnet CIDR [--node-ip IP] [--dns-server IP]... [--dns-search DOMAIN]...
-Prints the CNI network config list (JSON) for containerd: the main plugin named after dataplane.network, ipam
-blockspeaker-cni, an OutBoundNAT policy excepting every pool, the service CIDR and the node's subnet, and the ROUTE
-policies kube-proxy needs (service CIDR, the node's own address).
+Prints the CNI network config list (JSON) for containerd, named after dataplane.network: blockspeaker as the main
+plugin (the daemon makes each pod's endpoint), or win-bridge/win-overlay/sdnbridge with ipam blockspeaker-cni, an
+OutBoundNAT policy excepting every pool, the service CIDR and the node's subnet, and the SDNRoute policies
+kube-proxy needs (service CIDR, the node's own address).
 `;
 
 export async function run(argv: string[]): Promise<number> {
@@ -25,7 +26,7 @@ export async function run(argv: string[]): Promise<number> {
     'dns-search': { type: 'string', multiple: true },
   });
   const flavor = required(CMD, values, 'flavor');
-  if (flavor !== 'win-bridge' && flavor !== 'win-overlay') throw new CliError(`${CMD}: --flavor must be win-bridge or win-overlay, got "${flavor}"`);
+  if (!(CONFLIST_FLAVORS as readonly string[]).includes(flavor)) throw new CliError(`${CMD}: --flavor must be ${CONFLIST_FLAVORS.join(', ')}, got "${flavor}"`);
   const cfg = loadConfig(required(CMD, values, 'config'));
   const dp = cfg.dataplane;
   try {

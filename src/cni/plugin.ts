@@ -1,11 +1,16 @@
-// blockspeaker-cni: a CNI IPAM plugin (spec 1.1, 1.0, and 0.3.x/0.4.0 configs) that asks the node daemon for
-// addresses over its control socket. Env and stdin in, a result or a CNI error object out.
+// blockspeaker-cni: a CNI plugin (spec 1.1, 1.0, and 0.3.x/0.4.0 configs) that asks the node daemon over its
+// control socket. Env and stdin in, a result or a CNI error object out. Two roles, told apart by the config's type:
+//  - IPAM plugin (`"ipam": {"type": "blockspeaker-cni"}` under another main plugin): ipam.* methods, addresses only;
+//  - main plugin (`"type": "blockspeaker"`, Windows): cni.* methods; the daemon creates the pod's HCN endpoint and
+//    attaches it to the pod's namespace (src/daemon/cni-windows.ts), and the result carries the interface.
 //
 // Startup cost matters (one process per pod), so this file and what it imports use node builtins only: all
 // address arithmetic (prefix lengths, gateways, routes) is done by the daemon.
 import { isIP } from 'node:net';
 import { IpcClient, IpcError } from '../ipc/client.ts';
-import { DEFAULT_SOCKET, type AssignReply, type Addressing, type AvailableReply, type CheckReply, type CniRoute, type StatusReply } from '../ipc/protocol.ts';
+import {
+  DEFAULT_SOCKET, type AssignReply, type Addressing, type AvailableReply, type CheckReply, type CniAddReply, type CniRoute, type StatusReply,
+} from '../ipc/protocol.ts';
 
 export const SUPPORTED_VERSIONS = ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
 const LATEST = '1.1.0';
@@ -119,12 +124,27 @@ interface IpamConf {
   timeoutMs: number;
 }
 
+/** Main-plugin mode: what the daemon gets beside the attachment (it derives the rest from its own config). */
+interface MainConf {
+  /** Per-family overrides (0 or 1); left out, the daemon gives one per family this node has a pool of. */
+  num4?: number;
+  num6?: number;
+  pools?: string[];
+  dns?: Record<string, unknown>;
+  runtimeConfig?: Record<string, unknown>;
+}
+
 interface NetConf {
   cniVersion: string;
   name: string;
   ipam: IpamConf;
+  /** Set when the config's type is blockspeaker: the plugin is the main plugin. */
+  main?: MainConf;
   raw: Record<string, unknown>;
 }
+
+/** The config's `type` that makes this the main plugin (the IPAM type is blockspeaker-cni). */
+export const MAIN_TYPE = 'blockspeaker';
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -164,9 +184,52 @@ function checkVersion(raw: Record<string, unknown>, cmd: Cmd): string {
   return version;
 }
 
+/**
+ * Main-plugin config: `socket`, `timeoutMs`, `num4`/`num6` (0 or 1), `pools` and `dns` at the top level; an `ipam`
+ * section is optional (its socket and timeoutMs are read when the top level has none).
+ */
+function parseMainConf(raw: Record<string, unknown>, version: string): NetConf {
+  const bad = (msg: string): never => fail(Codes.invalidConfig, msg);
+  if (raw.ipam !== undefined && !isObject(raw.ipam)) bad('ipam must be an object when given');
+  const ipam = (raw.ipam ?? {}) as Record<string, unknown>;
+  const socket = raw.socket ?? ipam.socket ?? DEFAULT_SOCKET;
+  if (typeof socket !== 'string' || socket === '') bad('socket must be a path');
+  const timeout = raw.timeoutMs ?? ipam.timeoutMs;
+  if (timeout !== undefined && (!Number.isInteger(timeout) || (timeout as number) < 0 || (timeout as number) > 600_000)) bad('timeoutMs must be a whole number from 0 to 600000');
+  const fam = (k: 'num4' | 'num6'): number | undefined => {
+    const x = raw[k];
+    if (x !== undefined && x !== 0 && x !== 1) bad(`${k} must be 0 or 1 (an endpoint holds one address per family)`);
+    return x as number | undefined;
+  };
+  const num4 = fam('num4');
+  const num6 = fam('num6');
+  if (num4 === 0 && num6 === 0) bad('num4 and num6 are both 0: nothing to assign');
+  let pools: string[] | undefined;
+  if (raw.pools !== undefined) {
+    if (!Array.isArray(raw.pools) || raw.pools.some((p) => typeof p !== 'string' || p === '')) bad('pools must be a list of pool names or cidrs');
+    pools = raw.pools as string[];
+  }
+  if (raw.dns !== undefined && !isObject(raw.dns)) bad('dns must be an object {nameservers, domain, search, options}');
+  if (raw.runtimeConfig !== undefined && !isObject(raw.runtimeConfig)) bad('runtimeConfig must be an object');
+  const main: MainConf = {};
+  if (num4 !== undefined) main.num4 = num4;
+  if (num6 !== undefined) main.num6 = num6;
+  if (pools) main.pools = pools;
+  if (raw.dns !== undefined) main.dns = raw.dns as Record<string, unknown>;
+  if (raw.runtimeConfig !== undefined) main.runtimeConfig = raw.runtimeConfig as Record<string, unknown>;
+  return {
+    cniVersion: version,
+    name: raw.name as string,
+    ipam: { socket: socket as string, num4: num4 ?? 0, num6: num6 ?? 0, pools, addressing: {}, timeoutMs: (timeout as number | undefined) ?? 15_000 },
+    main,
+    raw,
+  };
+}
+
 function parseConf(raw: Record<string, unknown>, version: string): NetConf {
   const bad = (msg: string): never => fail(Codes.invalidConfig, msg);
   if (typeof raw.name !== 'string' || raw.name === '') bad('network configuration has no "name"');
+  if (raw.type === MAIN_TYPE) return parseMainConf(raw, version);
   const ipam = raw.ipam;
   if (!isObject(ipam)) return bad('network configuration has no "ipam" object');
   const socket = ipam.socket ?? DEFAULT_SOCKET;
@@ -252,7 +315,19 @@ function daemonError(e: unknown, what: string, unreachable: number = Codes.tryAg
           case 'CONTENTION':
           case 'UNKNOWN_HOST':
           case 'NOT_READY':
+          case 'NO_NETWORK':
+          case 'HCN_UNAVAILABLE':
             return new CniError(Codes.tryAgainLater, `${what}: ${e.message}`);
+          case 'CHECK_MISMATCH':
+            return new CniError(Codes.checkMismatch, e.message);
+          case 'UNKNOWN_NETNS':
+            return new CniError(Codes.unknownContainer, `${what}: ${e.message}`);
+          case 'UNKNOWN_METHOD':
+            // Main mode asked a daemon that has no HNS dataplane (a Linux node, or dataplane kind not hns).
+            if (e.message.includes('"cni.')) {
+              return new CniError(Codes.invalidConfig, `${what}: the daemon does not serve blockspeaker as the main plugin (type "${MAIN_TYPE}" needs the Windows HNS dataplane): ${e.message}`);
+            }
+            return new CniError(Codes.internal, `${what}: ${e.message}`, e.remoteCode);
           default:
             return new CniError(Codes.internal, `${what}: ${e.message}`, e.remoteCode);
         }
@@ -360,24 +435,121 @@ async function check(conf: NetConf, env: CniInvocation['env']): Promise<void> {
   }
 }
 
-async function gc(conf: NetConf): Promise<void> {
+/** The runtime's valid attachments for GC. */
+function validAttachments(conf: NetConf): { containerID: string; ifname: string }[] {
   // libcni sends both names (an early draft used cni.dev/attachments).
   const list = conf.raw['cni.dev/valid-attachments'] ?? conf.raw['cni.dev/attachments'] ?? [];
   if (!Array.isArray(list)) fail(Codes.invalidConfig, 'cni.dev/valid-attachments must be a list of {containerID, ifname}');
-  const valid = new Set(
-    (list as unknown[]).map((a, i) => {
-      if (!isObject(a) || typeof a.containerID !== 'string' || typeof a.ifname !== 'string') {
-        return fail(Codes.invalidConfig, `cni.dev/valid-attachments[${i}] must be {containerID, ifname}`);
-      }
-      return `${a.containerID}.${a.ifname}`;
-    }),
-  );
+  return (list as unknown[]).map((a, i) => {
+    if (!isObject(a) || typeof a.containerID !== 'string' || typeof a.ifname !== 'string') {
+      return fail(Codes.invalidConfig, `cni.dev/valid-attachments[${i}] must be {containerID, ifname}`);
+    }
+    return { containerID: a.containerID, ifname: a.ifname };
+  });
+}
+
+async function gc(conf: NetConf): Promise<void> {
+  const valid = new Set(validAttachments(conf).map((a) => `${a.containerID}.${a.ifname}`));
   const c = client(conf);
   try {
     // Only this network's attachments on this node: other networks, the node's gateway and CLI handles stay.
     const { handles } = await c.call('ipam.handles', { attrs: { 'cni.network': conf.name } });
     const stale = handles.map((h) => h.handle).filter((h) => !valid.has(h));
     if (stale.length) await c.call('ipam.release', { handles: stale });
+  } catch (e) {
+    throw daemonError(e, 'GC');
+  } finally {
+    void c.close();
+  }
+}
+
+// ---- main-plugin mode (Windows): the daemon does the HCN work -------------------------------------------------
+
+/** CNI_NETNS on Windows is the pod's HCN namespace GUID (containerd creates the namespace before the ADD). */
+function netnsGuid(env: CniInvocation['env']): string {
+  const ns = env.CNI_NETNS!;
+  if (!/^\{?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\}?$/i.test(ns)) {
+    fail(Codes.invalidEnv, `CNI_NETNS "${ns}" is not an HCN namespace ID (a GUID): blockspeaker as the main plugin runs on Windows`);
+  }
+  return ns.replace(/[{}]/g, '').toLowerCase();
+}
+
+/** The main plugin's result: one interface (the endpoint), its addresses, default routes and DNS. */
+function mainResultFor(conf: NetConf, reply: CniAddReply): Record<string, unknown> {
+  const v1 = versionAtLeast(conf.cniVersion, '1.0.0');
+  const iface: Record<string, unknown> = { name: reply.interface.name };
+  if (reply.interface.mac) iface.mac = reply.interface.mac;
+  iface.sandbox = reply.interface.sandbox;
+  const ips = reply.ips.map((ip) => {
+    const o: Record<string, unknown> = v1 ? {} : { version: String(ip.family) };
+    o.interface = 0;
+    o.address = ip.address;
+    if (ip.gateway) o.gateway = ip.gateway;
+    return o;
+  });
+  const out: Record<string, unknown> = { cniVersion: conf.cniVersion, interfaces: [iface], ips };
+  if (reply.routes.length) out.routes = reply.routes.map((r) => (r.gw ? { dst: r.dst, gw: r.gw } : { dst: r.dst }));
+  out.dns = reply.dns ?? {};
+  return out;
+}
+
+async function mainAdd(conf: NetConf, env: CniInvocation['env']): Promise<string> {
+  const netns = netnsGuid(env);
+  const main = conf.main!;
+  const c = client(conf);
+  try {
+    const reply = await c.call('cni.add', {
+      containerId: env.CNI_CONTAINERID!,
+      ifname: env.CNI_IFNAME!,
+      netns,
+      network: conf.name,
+      cniVersion: conf.cniVersion,
+      attrs: podAttrs(env.CNI_ARGS),
+      ...(main.runtimeConfig ? { runtimeConfig: main.runtimeConfig } : {}),
+      ...(main.dns ? { dns: main.dns } : {}),
+      ...(main.num4 !== undefined ? { num4: main.num4 } : {}),
+      ...(main.num6 !== undefined ? { num6: main.num6 } : {}),
+      ...(main.pools ? { pools: main.pools } : {}),
+    });
+    return JSON.stringify(mainResultFor(conf, reply));
+  } catch (e) {
+    throw daemonError(e, 'ADD');
+  } finally {
+    void c.close();
+  }
+}
+
+async function mainDel(conf: NetConf, env: CniInvocation['env']): Promise<void> {
+  const c = client(conf);
+  try {
+    // The namespace may be gone already (or not given): a hint for the daemon, never a reason to fail.
+    const ns = env.CNI_NETNS?.replace(/[{}]/g, '');
+    await c.call('cni.del', { containerId: env.CNI_CONTAINERID!, ifname: env.CNI_IFNAME!, network: conf.name, ...(ns ? { netns: ns } : {}) });
+  } catch (e) {
+    throw daemonError(e, 'DEL');
+  } finally {
+    void c.close();
+  }
+}
+
+async function mainCheck(conf: NetConf, env: CniInvocation['env']): Promise<void> {
+  const ips = prevResultIPs(conf);
+  const netns = netnsGuid(env);
+  const c = client(conf);
+  try {
+    await c.call('cni.check', { containerId: env.CNI_CONTAINERID!, ifname: env.CNI_IFNAME!, netns, network: conf.name, ips });
+  } catch (e) {
+    throw daemonError(e, 'CHECK');
+  } finally {
+    void c.close();
+  }
+}
+
+async function mainGc(conf: NetConf): Promise<void> {
+  const valid = validAttachments(conf);
+  const c = client(conf);
+  try {
+    await c.call('cni.gc', { network: conf.name, validAttachments: valid });
   } catch (e) {
     throw daemonError(e, 'GC');
   } finally {
@@ -397,7 +569,13 @@ async function status(conf: NetConf): Promise<void> {
     void c.close();
   }
   if (st.limitedConnectivity) fail(Codes.limitedConnectivity, `blockspeaker daemon reports limited connectivity${st.reason ? `: ${st.reason}` : ''}`);
-  for (const [fam, want] of [['v4', conf.ipam.num4], ['v6', conf.ipam.num6]] as const) {
+  // Main mode without num4/num6: the daemon gives one address per family this node has a pool of.
+  const wantOf = (fam: 'v4' | 'v6', n: number, given: number | undefined): number =>
+    conf.main && given === undefined ? (av[fam].pools.length > 0 ? 1 : 0) : n;
+  const want4 = wantOf('v4', conf.ipam.num4, conf.main?.num4);
+  const want6 = wantOf('v6', conf.ipam.num6, conf.main?.num6);
+  if (conf.main && want4 + want6 === 0) fail(Codes.notAvailable, `no addresses to give on ${av.host}: no pool for this node`);
+  for (const [fam, want] of [['v4', want4], ['v6', want6]] as const) {
     const a = av[fam];
     if (want > 0 && a.free + a.borrowable < want && !a.canClaim) {
       fail(Codes.notAvailable, `no IP${fam} addresses to give on ${av.host}: ${a.pools.length ? `pools ${a.pools.join(', ')} have no free address for this node` : 'no pool for this node'}`);
@@ -428,17 +606,18 @@ export async function runCni(inv: CniInvocation): Promise<CniOutcome> {
     const raw = decode(inv.stdin);
     version = checkVersion(raw, cmd);
     const conf = parseConf(raw, version);
+    const main = conf.main !== undefined;
     switch (cmd) {
       case 'ADD':
-        return { stdout: await add(conf, inv.env), exitCode: 0 };
+        return { stdout: await (main ? mainAdd : add)(conf, inv.env), exitCode: 0 };
       case 'DEL':
-        await del(conf, inv.env);
+        await (main ? mainDel : del)(conf, inv.env);
         break;
       case 'CHECK':
-        await check(conf, inv.env);
+        await (main ? mainCheck : check)(conf, inv.env);
         break;
       case 'GC':
-        await gc(conf);
+        await (main ? mainGc : gc)(conf);
         break;
       case 'STATUS':
         await status(conf);

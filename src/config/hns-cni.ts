@@ -1,7 +1,9 @@
 // dataplane.cni (with kind hns): the containerd network config list the daemon writes into the CNI config directory
 // at start (src/hns/conflist.ts builds it; the same as `blockspeaker cni conflist` prints). Field by field, with
-// the path in every error; the flavor must match the HNS mode (win-overlay drives an Overlay network, win-bridge an
-// L2Bridge/L2Tunnel one), so the conflist never names a plugin that cannot attach to our network.
+// the path in every error; the flavor must fit the HNS mode (blockspeaker, the default, fits every mode;
+// win-bridge L2Bridge/L2Tunnel; win-overlay Overlay; sdnbridge L2Bridge), so the conflist never names a plugin
+// that cannot attach to our network.
+import { CONFLIST_FLAVORS, FLAVOR_MODES } from '../hns/conflist.ts';
 import { formatIP, formatPrefix, parseIP, parsePrefix } from '../net/ip.ts';
 import { type Checker, type Path, show } from './check.ts';
 import type { HnsCniConfig } from './types.ts';
@@ -38,10 +40,10 @@ export function hnsCniSection(c: Checker, P: Path, v: unknown, mode: 'l2bridge' 
   if (fileName !== undefined && (/[\\/]/.test(fileName) || !/\.(conflist|conf|json)$/.test(fileName))) {
     ok = c.fail([...P, 'fileName'], `a file name (no directory) ending in .conflist, .conf or .json (containerd reads only those), got ${show(fileName)}`) ?? false;
   }
-  const fit = mode === 'overlay' ? 'win-overlay' : 'win-bridge';
-  const flavor = o.flavor === undefined ? fit : must(c.oneOf([...P, 'flavor'], o.flavor, ['win-bridge', 'win-overlay'] as const));
-  if (flavor !== undefined && mode !== undefined && flavor !== fit) {
-    ok = c.fail([...P, 'flavor'], `${flavor} does not drive a ${mode} network: use ${fit} with mode ${mode}`) ?? false;
+  const flavor = o.flavor === undefined ? 'blockspeaker' : must(c.oneOf([...P, 'flavor'], o.flavor, CONFLIST_FLAVORS));
+  if (flavor !== undefined && mode !== undefined && !FLAVOR_MODES[flavor].includes(mode)) {
+    const fits = CONFLIST_FLAVORS.filter((f) => FLAVOR_MODES[f].includes(mode));
+    ok = c.fail([...P, 'flavor'], `${flavor} does not drive a ${mode} network: use ${fits.join(' or ')} with mode ${mode}`) ?? false;
   }
   const serviceCidr = prefix('serviceCidr');
   const nodeSubnet = prefix('nodeSubnet');

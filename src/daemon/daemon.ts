@@ -21,7 +21,8 @@ import type { HnsDataplane } from './hns.ts';
 import { Ipam } from '../ipam/ipam.ts';
 import type { BlockInfo, Pool } from '../ipam/types.ts';
 import { ipamHandlers } from '../ipc/ipam.ts';
-import { checkIpcPath, startIpcServer, type IpcServer } from '../ipc/server.ts';
+import { checkIpcPath, startIpcServer, type IpcHandler, type IpcServer } from '../ipc/server.ts';
+import { DEFAULT_SOCKET } from '../ipc/protocol.ts';
 import type { desiredRoutes as DesiredRoutes, RemoteRoutes } from '../linux/desired.ts';
 import type { LinuxReconciler } from '../linux/reconcile.ts';
 import { formatIP, formatPrefix, maxLen, parseIP, parsePrefix, type IP, type Prefix } from '../net/ip.ts';
@@ -165,6 +166,8 @@ export class Daemon {
   private follow: (rib: Rib | null) => void = () => undefined;
   private linux: { reconciler: LinuxReconciler; remote: RemoteRoutes } | null = null;
   private hns: HnsDataplane | null = null;
+  /** Windows (not --dry-run): HCN, the host attach and IP Helper, for the HNS executor and the CNI handlers. */
+  private windowsApis: WindowsNetworkingApis | null = null;
   /** BFD sessions of the peers that ask for them (src/daemon/bfd.ts); sockets only when there are some. */
   private bfdManager: ReturnType<typeof newBfdManager> | null = null;
   private get bfd() { return (this.bfdManager ??= newBfdManager(this.log)); }
@@ -359,14 +362,17 @@ export class Daemon {
   }
 
   private async startIpc(path: string): Promise<void> {
-    const handlers = {
-      ...(this.ipam ? ipamHandlers(this.ipam, this.cfg.node.name, {
+    const ipam = this.ipam ? ipamHandlers(this.ipam, this.cfg.node.name, {
         log: (msg, f) => this.log.info(f ?? {}, msg),
         // HNS: the CNI result's gateway is the one HNS holds (README "HNS addressing").
         ...(this.cfg.dataplane.kind === 'hns' ? { dataplaneGateway: (pool, family) => this.hns ? this.hns.gateway(pool, family) : Promise.resolve(null) } : {}),
         // HNS: a CNI result only once HNS holds the address's ip-subnet (a fresh block's is added by the next pass).
         ...(this.cfg.dataplane.kind === 'hns' ? { dataplaneReady: (ips) => this.hns ? this.hns.awaitProgrammed(ips) : Promise.resolve() } : {}),
-      }) : {}),
+      }) : null;
+    const handlers = {
+      ...(ipam ?? {}),
+      // Windows with HCN: blockspeaker as the node's main CNI plugin (cni.add/del/check/gc; docs/windows-dataplane.md).
+      ...(ipam && this.windowsApis ? await this.windowsCni(ipam, this.windowsApis) : {}),
       'show.peers': () => this.speaker?.peers() ?? [],
       'show.routes': (p: { prefix?: string; lpm?: string }) => this.routes(p),
       'show.ipam': async () => ({ host: this.cfg.node.name, pools: await this.poolUsage(), blocks: await this.blockUsage(), announced: this.localPrefixes.map(formatPrefix) }),
@@ -383,6 +389,25 @@ export class Daemon {
       onError: (err, method) => this.log.warn({ err: (err as Error)?.message ?? String(err), method }, 'ipc request failed'),
     });
     this.log.info({ path, access: this.ipc.access }, 'control socket listening');
+  }
+
+  /** The main-plugin CNI handlers over HCN, with the HNS dataplane's network, pools and dataplane.cni settings. */
+  private async windowsCni(ipam: Record<string, IpcHandler>, apis: WindowsNetworkingApis): Promise<Record<string, IpcHandler>> {
+    const dp = this.cfg.dataplane;
+    if (dp.kind !== 'hns' || !this.ipam || !this.hns) return {};
+    const { windowsCniHandlers, networkByName, ipamPools } = await import('./cni-windows.ts');
+    const cni = dp.cni;
+    return windowsCniHandlers({
+      hcn: apis.hcn,
+      ipam,
+      network: networkByName(apis.hcn, this.hns.network),
+      pools: ipamPools(this.ipam, this.cfg.node.name),
+      serviceCidr: cni?.serviceCidr,
+      exceptions: [...(cni?.nodeSubnet ? [cni.nodeSubnet] : []), ...(dp.ownedPrefixes ?? [])],
+      nodeIP: cni?.nodeIP,
+      dns: { servers: cni?.dnsServers, search: cni?.dnsSearch },
+      log: this.log,
+    });
   }
 
   // ---- dataplane ------------------------------------------------------------------------------------------------
@@ -445,6 +470,7 @@ export class Daemon {
       const apis = await platform.networking();
       const hcn = new HcnExecutor({ ...apis, network, interfaceAlias: () => this.hns?.resolveManagementInterface() });
       windows = { executor: hcn, apis };
+      this.windowsApis = apis;
       executor = hcn;
     } else {
       fake = this.opts.fakeHns ?? fakeFromSeed(platform.env.BLOCKSPEAKER_HNS_FAKE_SEED, this.log);
@@ -456,6 +482,7 @@ export class Daemon {
       // Overlay: nodes publish their PA and DR MAC in the IPAM store, in its layout (Calico's Node resource there).
       vtep: this.ipam ? { store: this.ipam.store, layout: vtepLayoutFor(this.cfg.ipam?.layout) } : undefined,
       platform, // dataplane.cni: the conflist goes through its atomic replace
+      ipcPath: this.cfg.ipc && this.cfg.ipc.path !== DEFAULT_SOCKET ? this.cfg.ipc.path : undefined,
       subnetWaitMs: this.opts.hnsSubnetWaitMs,
       onPass: (r) => {
         if (r.ok) {

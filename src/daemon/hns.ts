@@ -41,6 +41,8 @@ export interface HnsDataplaneOptions {
   intervalMs?: number;
   /** Overlay: where nodes publish their provider address and DR MAC (the IPAM store, in its layout). */
   vtep?: { store: Store; layout: VtepLayout };
+  /** The control socket's path when not the default: the conflist names it so the plugin finds the daemon. */
+  ipcPath?: string;
   /** With dp.cni: the platform whose atomic replace writes the conflist. */
   platform?: Platform;
   /** How long a CNI ADD waits for its block's ip-subnet to be programmed. Default 8 s (under the plugin's 15 s). */
@@ -294,7 +296,7 @@ export class HnsDataplane {
     const sig = JSON.stringify(pools.map((p) => [p.cidr, p.natOutgoing, p.disabled, p.allowedUses]).sort());
     if (sig === this.conflistPools && this.conflist?.outcome !== 'failed') return;
     this.conflistPools = sig;
-    this.conflist = writeConflist(this.o.platform, cni, this.network, pools, this.now());
+    this.conflist = writeConflist(this.o.platform, cni, this.network, pools, this.now(), { socket: this.o.ipcPath });
     if (this.conflist.outcome === 'failed') this.o.log.error({ path: this.conflist.path, err: this.conflist.error }, 'cni: cannot write the network config list');
     else this.o.log.info({ path: this.conflist.path, outcome: this.conflist.outcome }, 'cni: network config list in place');
   }

@@ -162,6 +162,101 @@ export interface StatusReply {
   [key: string]: unknown;
 }
 
+// ---- main CNI plugin methods (Windows: the daemon does the HCN work, src/daemon/cni-windows.ts) ---------------
+
+/** One entry of the runtime's portMappings capability (CNI conventions), passed through from runtimeConfig. */
+export interface CniPortMapping {
+  hostPort: number;
+  containerPort: number;
+  /** tcp (default), udp or sctp. */
+  protocol?: string;
+  hostIP?: string;
+}
+
+/** The network config's `dns` (CNI result/config shape). */
+export interface CniDns {
+  nameservers?: string[];
+  domain?: string;
+  search?: string[];
+  options?: string[];
+}
+
+/** What the runtime puts in runtimeConfig for the capabilities the conflist declares. */
+export interface CniRuntimeConfig {
+  portMappings?: CniPortMapping[];
+  /** The dns capability: {servers, searches, options}. */
+  dns?: { servers?: string[]; searches?: string[]; options?: string[] };
+}
+
+/** The attachment a main-plugin call is about: CNI_CONTAINERID, CNI_IFNAME, CNI_NETNS and the config's name. */
+export interface CniAttachmentParams {
+  containerId: string;
+  ifname: string;
+  /** The pod's HCN namespace GUID (CNI_NETNS on Windows). Required for add and check. */
+  netns?: string;
+  /** The network config's name: the node's HNS network name. */
+  network: string;
+}
+
+export interface CniAddParams extends CniAttachmentParams {
+  netns: string;
+  cniVersion?: string;
+  /** Pod identity from CNI_ARGS (k8s.namespace, k8s.pod), kept on the IPAM allocation. */
+  attrs?: Record<string, string>;
+  runtimeConfig?: CniRuntimeConfig;
+  /** The config's dns; runtimeConfig.dns wins per field, the daemon's default fills what neither gives. */
+  dns?: CniDns;
+  /** Addresses per family (0 or 1); default: 1 for each family this node has a usable pool of. */
+  num4?: number;
+  num6?: number;
+  /** Restrict the pools (names or CIDRs). */
+  pools?: string[];
+}
+
+export interface CniAddReply {
+  endpoint: { id: string; name: string };
+  /** The endpoint existed already with these addresses (a retried ADD). */
+  existing: boolean;
+  /** The one interface: name = CNI_IFNAME, mac = the endpoint's MAC, sandbox = the namespace GUID. */
+  interface: { name: string; mac?: string; sandbox: string };
+  /** Addresses with the Subnet's prefix length and the family's gateway (interface 0). */
+  ips: CniIP[];
+  /** Default routes per family via the gateway. */
+  routes: CniRoute[];
+  dns: CniDns;
+}
+
+export type CniDelParams = CniAttachmentParams;
+
+export interface CniDelReply {
+  /** Endpoints deleted (by ID). */
+  removed: string[];
+  released: string[];
+}
+
+export interface CniCheckParams extends CniAttachmentParams {
+  netns: string;
+  /** prevResult's addresses (with or without /len); compared with the endpoint's. */
+  ips?: string[];
+}
+
+export interface CniCheckReply {
+  ok: true;
+  endpoint: string;
+}
+
+export interface CniGcParams {
+  network: string;
+  validAttachments: { containerID: string; ifname: string }[];
+}
+
+export interface CniGcReply {
+  /** Names of the endpoints deleted. */
+  endpointsRemoved: string[];
+  /** IPAM handles released. */
+  handlesReleased: string[];
+}
+
 /** Typed methods; anything else goes through IpcClient.request(name, params). */
 export interface IpcMethods {
   'ipam.assign': { params: AssignParams; result: AssignReply };
@@ -171,4 +266,8 @@ export interface IpcMethods {
   'ipam.gateway': { params: GatewayParams; result: HeldAddress };
   'ipam.available': { params: AvailableParams; result: AvailableReply };
   status: { params: Record<string, never>; result: StatusReply };
+  'cni.add': { params: CniAddParams; result: CniAddReply };
+  'cni.del': { params: CniDelParams; result: CniDelReply };
+  'cni.check': { params: CniCheckParams; result: CniCheckReply };
+  'cni.gc': { params: CniGcParams; result: CniGcReply };
 }

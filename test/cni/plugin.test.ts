@@ -1,10 +1,14 @@
 // blockspeaker-cni spawned exactly as a runtime runs it (env + stdin), against an in-test daemon: a real Ipam on a
-// temporary file store behind the real IPC server. Every command, every error path with its code.
+// temporary file store behind the real IPC server. Every command, every error path with its code; as IPAM plugin
+// and as the main plugin (the daemon's cni.* methods over an in-memory HCN).
 import t, { type Test } from 'tap';
 import { join } from 'node:path';
 import { IpcClient } from '../../src/ipc/client.ts';
 import type { StatusReply } from '../../src/ipc/protocol.ts';
 import { startTestDaemon, type TestDaemon } from '../ipc/fixture.ts';
+import { ipamHandlers } from '../../src/ipc/ipam.ts';
+import { ipamPools, networkByName, windowsCniHandlers } from '../../src/daemon/cni-windows.ts';
+import { HcnDouble } from '../daemon/hcn-double.ts';
 import { cniEnv, errorProblems, resultProblems, runPlugin, type CniRun } from './helpers.ts';
 
 function conf(d: TestDaemon | string, ipam: Record<string, unknown> = {}, top: Record<string, unknown> = {}): Record<string, unknown> {
@@ -194,4 +198,112 @@ t.test('pools exhausted: code 100 and nothing held', async (t) => {
   await d.ipam.autoAssign({ host: 'node-a', num4: 4, handle: 'filler' });
   expectError(t, await runPlugin(cniEnv('ADD', 'late'), conf(d)), 100, /^ADD: could not assign 1 IPv4 and 0 IPv6 addresses to late\.eth0: /);
   t.same(Object.keys(await handles(d)), ['filler']);
+});
+
+// ---- main-plugin mode ("type": "blockspeaker"): the daemon does the HCN work ---------------------------------
+
+/** Problems with a main plugin's ADD result (interfaces present, every ip pointing at interface 0). */
+function mainResultProblems(r: any, version: string): string[] {
+  const p: string[] = [];
+  const { interfaces, ...rest } = r ?? {};
+  if (!Array.isArray(interfaces) || interfaces.length !== 1) p.push('one interface expected');
+  else {
+    const i = interfaces[0];
+    if (typeof i.name !== 'string' || !i.name) p.push('interfaces[0].name missing');
+    if (typeof i.sandbox !== 'string' || !i.sandbox) p.push('interfaces[0].sandbox missing');
+    if (i.mac !== undefined && typeof i.mac !== 'string') p.push('interfaces[0].mac must be a string');
+    for (const k of Object.keys(i)) if (!['name', 'mac', 'sandbox', 'mtu', 'socketPath', 'pciID'].includes(k)) p.push(`interfaces[0] unknown field ${k}`);
+  }
+  for (const [n, ip] of (r?.ips ?? []).entries()) if (ip.interface !== 0) p.push(`ips[${n}].interface must be 0`);
+  p.push(...resultProblems(rest, version));
+  return p;
+}
+
+async function mainDaemon(t: Test, pools?: { name: string; cidr: string; blockSize?: number; natOutgoing?: boolean }[]) {
+  const d = await startTestDaemon({ pools, hosts: [{ name: 'node-a', os: 'windows', labels: {} }] });
+  t.teardown(() => d.close());
+  const hcn = new HcnDouble();
+  hcn.addNetwork('cbr0');
+  const h = windowsCniHandlers({
+    hcn, ipam: ipamHandlers(d.ipam, d.host), network: networkByName(hcn, 'cbr0'), pools: ipamPools(d.ipam, d.host),
+    serviceCidr: '10.96.0.0/12', nodeIP: '192.168.10.5', dns: { servers: ['10.96.0.10'] },
+  });
+  for (const [m, fn] of Object.entries(h)) d.server.register(m, fn);
+  const mainConf = (top: Record<string, unknown> = {}) => ({ cniVersion: '1.0.0', name: 'cbr0', type: 'blockspeaker', socket: d.path, capabilities: { portMappings: true, dns: true }, ...top });
+  return { d, hcn, mainConf };
+}
+
+t.test('main plugin: ADD, retried ADD, CHECK, DEL, DEL again over the daemon\'s cni.* methods', async (t) => {
+  const { d, hcn, mainConf } = await mainDaemon(t);
+  const ns = hcn.addNamespace();
+  const env = cniEnv('ADD', 'ctr-1', { CNI_NETNS: ns.toUpperCase(), CNI_ARGS: 'K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0' });
+  const cfg = mainConf({ runtimeConfig: { portMappings: [{ hostPort: 8080, containerPort: 80, protocol: 'tcp' }], dns: { servers: ['10.96.0.99'], searches: ['default.svc.cluster.local'] } } });
+  const add = await runPlugin(env, cfg);
+  t.equal(add.code, 0, add.stdout + add.stderr);
+  t.same(mainResultProblems(add.json, '1.0.0'), [], `a CNI 1.0.0 main-plugin result: ${add.stdout}`);
+  const ep = hcn.endpoints()[0]!;
+  t.equal(ep.Name, 'ctr-1_eth0');
+  t.same(add.json.interfaces, [{ name: 'eth0', mac: ep.MacAddress, sandbox: ns }]);
+  t.match(add.json.ips, [{ interface: 0, address: /^10\.99\.0\.\d+\/24$/, gateway: /^10\.99\.0\.\d+$/ }]);
+  t.same(add.json.routes, [{ dst: '0.0.0.0/0', gw: add.json.ips[0].gateway }]);
+  t.same(add.json.dns, { nameservers: ['10.96.0.99'], search: ['default.svc.cluster.local'] });
+  t.ok((ep.Policies as { Type: string }[]).some((p) => p.Type === 'PortMapping'), 'runtimeConfig.portMappings reached the endpoint');
+  t.same(hcn.namespaceEndpoints(ns), [String(ep.ID).toLowerCase()], 'attached to CNI_NETNS');
+  t.same(await handles(d, { 'cni.network': 'cbr0' }), { 'ctr-1.eth0': [add.json.ips[0].address.split('/')[0]] });
+
+  const retry = await runPlugin(env, cfg);
+  t.same(retry.json, add.json, 'a retried ADD prints the same result');
+  t.equal(hcn.endpoints().length, 1);
+
+  const check = await runPlugin({ ...env, CNI_COMMAND: 'CHECK' }, { ...cfg, prevResult: add.json });
+  t.equal(check.code, 0, check.stdout);
+  const wrong = structuredClone(add.json);
+  wrong.ips[0].address = '10.99.0.250/24';
+  expectError(t, await runPlugin({ ...env, CNI_COMMAND: 'CHECK' }, { ...cfg, prevResult: wrong }), 101, /^CHECK ctr-1_eth0: compared with prevResult, it lacks 10\.99\.0\.250/);
+
+  const del = await runPlugin({ ...env, CNI_COMMAND: 'DEL' }, cfg);
+  t.equal(del.code, 0, del.stdout);
+  t.equal(del.stdout, '');
+  t.same(hcn.endpoints(), [], 'endpoint deleted');
+  t.same(await handles(d, { 'cni.network': 'cbr0' }), {}, 'addresses released');
+  const del2 = await runPlugin({ ...env, CNI_COMMAND: 'DEL', CNI_NETNS: undefined }, cfg);
+  t.equal(del2.code, 0, 'DEL again, without CNI_NETNS');
+  expectError(t, await runPlugin({ ...env, CNI_COMMAND: 'CHECK' }, { ...cfg, prevResult: add.json }), 101, /no endpoint named ctr-1_eth0/);
+});
+
+t.test('main plugin: 0.4.0 and 1.1.0 results, GC, and its error paths', async (t) => {
+  const { d, hcn, mainConf } = await mainDaemon(t);
+  const v04 = await runPlugin(cniEnv('ADD', 'old-1', { CNI_NETNS: hcn.addNamespace() }), mainConf({ cniVersion: '0.4.0' }));
+  t.equal(v04.code, 0, v04.stdout);
+  t.same(mainResultProblems(v04.json, '0.4.0'), []);
+  t.equal(v04.json.ips[0].version, '4');
+  t.same(v04.json.dns, { nameservers: ['10.96.0.10'] }, 'the daemon\'s default DNS');
+  const v11 = await runPlugin(cniEnv('ADD', 'new-1', { CNI_NETNS: hcn.addNamespace() }), mainConf({ cniVersion: '1.1.0', dns: { nameservers: ['10.0.0.53'] } }));
+  t.same(mainResultProblems(v11.json, '1.1.0'), []);
+  t.same(v11.json.dns, { nameservers: ['10.0.0.53'] }, 'the config\'s dns over the daemon\'s');
+
+  const st = await runPlugin({ CNI_COMMAND: 'STATUS', CNI_PATH: '/x' }, mainConf({ cniVersion: '1.1.0' }));
+  t.equal(st.code, 0, `STATUS: ${st.stdout}`);
+  const gc = await runPlugin({ CNI_COMMAND: 'GC', CNI_PATH: '/x' }, mainConf({ cniVersion: '1.1.0', 'cni.dev/valid-attachments': [{ containerID: 'new-1', ifname: 'eth0' }] }));
+  t.equal(gc.code, 0, gc.stdout);
+  t.same(hcn.endpoints().map((e) => e.Name), ['new-1_eth0'], 'GC removed old-1\'s endpoint');
+  t.same(Object.keys(await handles(d, { 'cni.network': 'cbr0' })), ['new-1.eth0']);
+
+  expectError(t, await runPlugin(cniEnv('ADD', 'e1'), mainConf()), 4, /^CNI_NETNS "\/var\/run\/netns\/e1" is not an HCN namespace ID \(a GUID\)/);
+  expectError(t, await runPlugin(cniEnv('ADD', 'e1', { CNI_NETNS: '0b0b0b0b-1111-2222-3333-444455556666' }), mainConf()), 3, /^ADD: namespace 0b0b0b0b-1111-2222-3333-444455556666 does not exist/);
+  expectError(t, await runPlugin(cniEnv('ADD', 'e1', { CNI_NETNS: hcn.addNamespace() }), mainConf({ name: 'other' })), 7, /^ADD: the network config's name "other" is not this node's HNS network "cbr0"/);
+  expectError(t, await runPlugin(cniEnv('ADD', 'e1', { CNI_NETNS: hcn.addNamespace() }), mainConf({ runtimeConfig: { portMappings: [{ hostPort: 0, containerPort: 80 }] } })), 7, /^ADD: runtimeConfig\.portMappings\[0\]\.hostPort: must be a port/);
+  expectError(t, await runPlugin(cniEnv('ADD', 'e1', { CNI_NETNS: hcn.addNamespace() }), mainConf({ num4: 2 })), 7, 'num4 must be 0 or 1 (an endpoint holds one address per family)');
+  hcn.failNext('create', 'Endpoint');
+  expectError(t, await runPlugin(cniEnv('ADD', 'e1', { CNI_NETNS: hcn.addNamespace() }), mainConf()), 11, /^ADD: HNS: injected create Endpoint failure/);
+  t.same(Object.keys(await handles(d, { 'cni.network': 'cbr0' })), ['new-1.eth0'], 'no failed ADD left an address behind');
+
+  // A daemon without the main-plugin methods (a Linux node): a config error that says so.
+  const plain = await startTestDaemon();
+  t.teardown(() => plain.close());
+  expectError(t, await runPlugin(cniEnv('ADD', 'e1', { CNI_NETNS: hcn.addNamespace() }), mainConf({ socket: plain.path })), 7, /^ADD: the daemon does not serve blockspeaker as the main plugin/);
+  // No ipam section needed; the IPAM role is untouched by the main type existing.
+  const ipamRole = await runPlugin(cniEnv('ADD', 'ipam-1'), conf(plain));
+  t.equal(ipamRole.code, 0, ipamRole.stdout);
+  t.same(resultProblems(ipamRole.json, '1.0.0'), [], 'as IPAM under another main plugin: unchanged');
 });

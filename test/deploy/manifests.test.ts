@@ -46,11 +46,17 @@ function check(t: Test, path: string, os: 'linux' | 'windows'): { cfg: Config; d
   t.same(main.livenessProbe.httpGet, { path: '/healthz', port }, 'liveness on /healthz at the status port');
   const ann = ds.spec.template.metadata.annotations;
   t.same([ann['prometheus.io/scrape'], ann['prometheus.io/port'], ann['prometheus.io/path']], ['true', String(port), '/metrics'], 'Prometheus scrape annotations');
-  // The CNI network config: our plugin as IPAM, talking to the daemon's socket.
+  // The CNI network config: our plugin as the main plugin (Windows) or as IPAM (Linux), talking to the daemon's socket.
   const conflist = JSON.parse(cm.data['10-blockspeaker.conflist']) as Obj;
-  const ipam = conflist.plugins[0].ipam;
-  t.equal(ipam.type, 'blockspeaker-cni', 'the CNI config uses blockspeaker-cni as IPAM');
-  t.equal(ipam.socket, cfg.ipc && cfg.ipc.path, "the CNI plugin's socket is the daemon's ipc.path");
+  const plugin = conflist.plugins[0];
+  if (os === 'windows') {
+    t.equal(plugin.type, 'blockspeaker', 'the Windows CNI config names blockspeaker as the main plugin');
+    t.equal(plugin.name, cfg.dataplane.kind === 'hns' ? cfg.dataplane.network : undefined, 'named after the HNS network');
+    t.equal(plugin.socket, cfg.ipc && cfg.ipc.path, "the CNI plugin's socket is the daemon's ipc.path");
+  } else {
+    t.equal(plugin.ipam.type, 'blockspeaker-cni', 'the CNI config uses blockspeaker-cni as IPAM');
+    t.equal(plugin.ipam.socket, cfg.ipc && cfg.ipc.path, "the CNI plugin's socket is the daemon's ipc.path");
+  }
   // Every mount names a volume that exists.
   const vols = new Map((spec.volumes as Obj[]).map((v) => [v.name, v]));
   for (const c of [...spec.initContainers, ...spec.containers]) {
@@ -85,7 +91,9 @@ t.test('Windows DaemonSet (HostProcess)', async (t) => {
   t.equal(spec.securityContext.windowsOptions.hostProcess, true, 'HostProcess pod');
   t.match(spec.securityContext.windowsOptions.runAsUserName, /^NT AUTHORITY\\(SYSTEM|system)$/i, 'runs as SYSTEM (HNS)');
   const install = spec.initContainers.find((c: Obj) => c.name === 'install-cni');
-  t.match(install.command.join(' '), /blockspeaker-cni\.exe.*C:\\opt\\cni\\bin\\blockspeaker-cni\.exe/s, 'installs blockspeaker-cni.exe into C:\\opt\\cni\\bin');
+  const installText = install.command.join(' ');
+  t.match(installText, /foreach \(\$name in 'blockspeaker\.exe', 'blockspeaker-cni\.exe'\)/, 'the plugin under both names: blockspeaker.exe (main) and blockspeaker-cni.exe (IPAM)');
+  t.match(installText, /\$src\\blockspeaker-cni\.exe" "C:\\opt\\cni\\bin\\\$name\.new"/, 'copied into C:\\opt\\cni\\bin beside, then renamed over');
   t.match(install.command.join(' '), /10-blockspeaker\.conflist.*C:\\etc\\cni\\net\.d/s, 'and the network config into C:\\etc\\cni\\net.d');
   t.match(spec.containers[0].command.join(' '), /blockspeaker\.exe" run -c C:\\ProgramData\\blockspeaker\\node\.yaml/, 'runs blockspeaker.exe run -c on the rendered config');
   t.equal(cfg.dataplane.kind, 'hns', 'programs HNS');
