@@ -54,6 +54,20 @@ module.exports = m.exports;`,
   },
 };
 
+// etcd3 loads its gRPC schema at start from `${__dirname}/../proto/rpc.proto`; a bundle has no such folder (the
+// packaged daemon on an etcd store failed with ENOENT), so the executable reads the .proto files shipped beside it.
+const etcdProtoBesideExe = {
+  name: 'etcd-proto-beside-exe',
+  setup(build: import('esbuild').PluginBuild) {
+    build.onLoad({ filter: /etcd3[\\/]lib[\\/]connection-pool\.js$/ }, async (args) => {
+      const text = await fs.promises.readFile(args.path, 'utf8');
+      const from = '`${__dirname}/../proto/rpc.proto`';
+      if (!text.includes(from)) throw new Error(`${args.path}: etcd3 no longer loads ${from}; update etcdProtoBesideExe`);
+      return { loader: 'js', contents: text.replace(from, "require('node:path').join(require('node:path').dirname(process.execPath), 'proto', 'rpc.proto')") };
+    });
+  },
+};
+
 /** The win32-x64 koffi.node at the version and integrity package-lock.json pins (offline once cached). */
 function koffiNode(): string {
   const lock = JSON.parse(fs.readFileSync(path.join(root, 'package-lock.json'), 'utf8')) as {
@@ -75,7 +89,7 @@ async function bundle(entry: string, file: string, minify: boolean): Promise<voi
     format: 'cjs',
     target: `node${NODE_WIN.version.split('.')[0]}`,
     minify,
-    plugins: [nativeAddonBesideExe, koffiBesideExe],
+    plugins: [nativeAddonBesideExe, koffiBesideExe, etcdProtoBesideExe],
     logLevel: 'error',
     legalComments: 'none',
   });
@@ -135,6 +149,8 @@ async function main() {
   );
   fs.copyFileSync(koffiNode(), path.join(out, 'koffi.node'));
   for (const f of ['install.ps1', 'node.yaml']) fs.copyFileSync(path.join(root, 'packaging', 'windows', f), path.join(out, f));
+  // etcd3's gRPC schema (rpc.proto imports kv.proto and auth.proto), read at start by the etcd store.
+  fs.cpSync(path.join(root, 'node_modules', 'etcd3', 'proto'), path.join(out, 'proto'), { recursive: true });
   fs.rmSync(work, { recursive: true, force: true });
   log(`dist/windows ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }

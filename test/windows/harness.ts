@@ -14,7 +14,7 @@ export const exe = {
 
 function built(): boolean {
   return fs.existsSync(exe.cli) && fs.existsSync(exe.cni) && fs.existsSync(path.join(windowsDist, 'fs-native-extensions.node'))
-    && fs.existsSync(path.join(windowsDist, 'koffi.node'));
+    && fs.existsSync(path.join(windowsDist, 'koffi.node')) && fs.existsSync(path.join(windowsDist, 'proto', 'rpc.proto'));
 }
 
 /** True when the Windows executables can run here; otherwise the test is failed (CI) or skipped, saying why. */
