@@ -20,7 +20,7 @@ import type { Ipam } from '../ipam/ipam.ts';
 import { parseSelector } from '../ipam/selector.ts';
 import { IpamError } from '../ipam/types.ts';
 import { type Family, parsePrefix } from '../net/ip.ts';
-import { type HcnApi, hcnQuery } from '../hns/hcn-api.ts';
+import { type HcnApi, hcnQuery } from '../platform/windows-net-api.ts';
 import {
   ENDPOINT_FLAG_REMOTE, EndpointSpecError, type ParsedEndpoint, bareGuid, buildEndpoint, checkContainerId, checkIfname, effectiveDns,
   endpointMatches, endpointName, isAttachmentName, isGuid, namespaceEndpointRequest, namespaceEndpoints, parseConfDns, parseEndpoint,

@@ -16,7 +16,7 @@ import { ConfigError, loadConfig, type Config, type ListenAddress, type PoolConf
 import type { FakeHns } from '../hns/fake.ts';
 import type { HnsExecutor } from '../hns/model.ts';
 import type { HcnExecutor as HcnExecutorType } from '../hns/hcn-executor.ts';
-import type { WindowsNetworkingApis } from '../hns/hcn-api.ts';
+import type { WindowsNetworkingApis } from '../platform/windows-net-api.ts';
 import type { HnsDataplane } from './hns.ts';
 import { Ipam } from '../ipam/ipam.ts';
 import type { BlockInfo, Pool } from '../ipam/types.ts';

@@ -14,7 +14,7 @@
 // IDs the planner could not know (a Subnet added earlier in the same plan, an ip-subnet to remove) are looked up by
 // prefix in the network's properties at apply time. Only HCN's NOT_FOUND codes read as "absent" (model.ts).
 import { formatIP, parseIP } from '../net/ip.ts';
-import { type HcnApi, type HnsHostAttach, type IpHelperApi, type IpInterface, RouteProtocol, hcnQuery } from './hcn-api.ts';
+import { type HcnApi, type HnsHostAttach, type IpHelperApi, type IpInterface, RouteProtocol, hcnQuery } from '../platform/windows-net-api.ts';
 import {
   type ApplyResult,
   type HnsEndpoint,

@@ -13,6 +13,7 @@
 //    with New-NetRoute, default 271), has a real next hop (not on-link 0.0.0.0 / ::, which the stack creates for
 //    the host's own addresses even inside a pool) and its DestinationPrefix lies inside an owned range.
 // Everything else is foreign and no operation ever names it.
+import { HcnError, isNotFound } from '../platform/hresult.ts';
 import {
   AddressError, type Family, IP, Prefix, formatPrefix, parseIP, parseIPWithLen, parsePrefix, prefixContainsPrefix, prefixOf,
 } from '../net/ip.ts';
@@ -147,58 +148,9 @@ export interface HnsOp {
 
 // ---- HCN errors ----------------------------------------------------------------------------------------------
 
-/**
- * HCN's own errors (hcsshim hcn/hcnerrors.go and computenetwork's HCN_E_* codes, facility 0x3B) and the Win32 ones HNS
- * and the NetTCPIP cmdlets report. Names follow HCN_E_<NAME>.
- */
-export const HCN = {
-  NETWORK_NOT_FOUND: 0x803b0001,
-  ENDPOINT_NOT_FOUND: 0x803b0002,
-  LAYER_NOT_FOUND: 0x803b0003,
-  SWITCH_NOT_FOUND: 0x803b0004,
-  SUBNET_NOT_FOUND: 0x803b0005,
-  ADAPTER_NOT_FOUND: 0x803b0006,
-  PORT_NOT_FOUND: 0x803b0007,
-  POLICY_NOT_FOUND: 0x803b0008,
-  VFP_PORTSETTING_NOT_FOUND: 0x803b0009,
-  INVALID_NETWORK: 0x803b000a,
-  INVALID_NETWORK_TYPE: 0x803b000b,
-  INVALID_ENDPOINT: 0x803b000c,
-  INVALID_POLICY: 0x803b000d,
-  INVALID_POLICY_TYPE: 0x803b000e,
-  INVALID_REMOTE_ENDPOINT_OPERATION: 0x803b000f,
-  NETWORK_ALREADY_EXISTS: 0x803b0010,
-  LAYER_ALREADY_EXISTS: 0x803b0011,
-  POLICY_ALREADY_EXISTS: 0x803b0012,
-  PORT_ALREADY_EXISTS: 0x803b0013,
-  ENDPOINT_ALREADY_ATTACHED: 0x803b0014,
-  REQUEST_UNSUPPORTED: 0x803b0015,
-  MAPPING_NOT_SUPPORTED: 0x803b0016,
-  DEGRADED_OPERATION: 0x803b0017,
-  SHARED_SWITCH_MODIFICATION: 0x803b0018,
-  GUID_CONVERSION_FAILURE: 0x803b0019,
-  REGKEY_FAILURE: 0x803b001a,
-  INVALID_JSON: 0x803b001b,
-  INVALID_JSON_REFERENCE: 0x803b001c,
-  ENDPOINT_SHARING_DISABLED: 0x803b001d,
-  INVALID_IP: 0x803b001e,
-  SWITCH_EXTENSION_NOT_FOUND: 0x803b001f,
-  MANAGER_STOPPED: 0x803b0020,
-  ENTITY_HAS_REFERENCES: 0x803b002c,
-  INVALID_PREFIX: 0x803b0030,
-  /** HRESULT_FROM_WIN32(ERROR_NOT_FOUND): hcsshim's IsNotFoundError; also what a missing NetRoute maps to. */
-  ELEMENT_NOT_FOUND: 0x80070490,
-  /** HRESULT_FROM_WIN32(ERROR_OBJECT_ALREADY_EXISTS): New-NetRoute for a route that exists. */
-  ALREADY_EXISTS: 0x80071392,
-  INVALID_ARG: 0x80070057,
-  /** RPC server unavailable: what a restarting HNS answers; the fake uses it for injected faults. */
-  UNAVAILABLE: 0x800706ba,
-} as const;
+// The codes and the error class live under the native bindings that throw them (src/platform/hresult.ts).
+export { HCN, HcnError, hresultText, isNotFound } from '../platform/hresult.ts';
 
-/** The codes that mean "that object is not there" (what a remove may take as done). */
-const NOT_FOUND_CODES = new Set<number>([
-  HCN.NETWORK_NOT_FOUND, HCN.ENDPOINT_NOT_FOUND, HCN.SUBNET_NOT_FOUND, HCN.POLICY_NOT_FOUND, HCN.ELEMENT_NOT_FOUND,
-]);
 
 /**
  * An HRESULT from text: hex ("0x803B0008", "803b0008") or decimal as PowerShell and HNS.V2.psm1 print it, signed
@@ -226,23 +178,6 @@ export function findHresult(text: string): number | null {
   return null;
 }
 
-export const hresultText = (code: number): string => `0x${(code >>> 0).toString(16).toUpperCase().padStart(8, '0')}`;
-
-/** An error from HNS (or the fake), with its HRESULT. Only `notFound` errors may be read as "the object is absent". */
-export class HcnError extends Error {
-  override name = 'HcnError';
-  constructor(
-    readonly code: number,
-    message: string,
-  ) {
-    super(`${message} (${hresultText(code)})`);
-  }
-  get notFound(): boolean {
-    return NOT_FOUND_CODES.has(this.code >>> 0);
-  }
-}
-
-export const isNotFound = (e: unknown): boolean => e instanceof HcnError && e.notFound;
 
 // ---- prefixes and addresses from JSON ------------------------------------------------------------------------
 

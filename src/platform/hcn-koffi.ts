@@ -7,8 +7,8 @@
 // call and the event loop carries BGP keepalives. Handles never leave this module: open, call, close in a finally.
 // Strings HCN returns (PWSTR*) come from CoTaskMemAlloc: each is decoded as UTF-16 and freed with CoTaskMemFree,
 // the error record as well, on success and on failure.
-import { hcnQuery, type HcnApi, type HcnKind, type HnsHostAttach } from '../hns/hcn-api.ts';
-import { HCN, HcnError } from '../hns/model.ts';
+import { hcnQuery, type HcnApi, type HcnKind, type HnsHostAttach } from './windows-net-api.ts';
+import { HCN, HcnError } from './hresult.ts';
 
 export const E_FAIL = 0x8000_4005;
 export const E_UNEXPECTED = 0x8000_ffff;

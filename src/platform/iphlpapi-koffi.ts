@@ -2,8 +2,8 @@
 // in and out as byte buffers laid out by ./mib-rows.ts (pure, tested on Linux); this module only moves them across.
 // Every call runs on koffi's worker threads (the async form) except FreeMibTable, a heap free. Win32 errors become
 // HcnError(HRESULT_FROM_WIN32(code)), so the route programmer's NOT_FOUND / ALREADY_EXISTS rules apply unchanged.
-import { RouteProtocol, type IpHelperApi } from '../hns/hcn-api.ts';
-import { HCN, HcnError } from '../hns/model.ts';
+import { RouteProtocol, type IpHelperApi } from './windows-net-api.ts';
+import { HCN, HcnError } from './hresult.ts';
 import { callAsync, isNull, lazyFuncs, loadKoffi, protoName } from './hcn-koffi.ts';
 import {
   AF_UNSPEC, afOf, decodeForwardTable, decodeInterfaceRow, FORWARD_ROW, fillForwardRow, fillInterfaceKey,

@@ -2,7 +2,7 @@
 // the few fields of MIB_IPINTERFACE_ROW the forwarding switch uses, at the byte offsets of netioapi.h on x64
 // (checked against mingw-w64's headers with offsetof). Pure: no koffi, so the layout is tested on Linux; the
 // binding (./iphlpapi-koffi.ts) hands these functions the buffers the native calls fill.
-import type { IpForwardRow } from '../hns/hcn-api.ts';
+import type { IpForwardRow } from './windows-net-api.ts';
 import { formatIP, formatPrefix, IP, parseIP, parsePrefix, prefixOf, type Family } from '../net/ip.ts';
 
 // ws2def.h address families.

@@ -15,7 +15,7 @@ import { fileLocks } from './file-lock.ts';
 import { secureStateDir, type DirReport } from './dir-acl.ts';
 import { checkFileAcl } from './file-acl.ts';
 import { restrictPipe, type Win32SecurityApi } from './pipe-acl.ts';
-import type { WindowsNetworkingApis } from '../hns/hcn-api.ts';
+import type { WindowsNetworkingApis } from './windows-net-api.ts';
 import { defaultPaths, HOST_PLATFORM, socketEndpoint, type DefaultPaths, type PlatformId } from './paths.ts';
 
 export type { PlatformId, DefaultPaths } from './paths.ts';

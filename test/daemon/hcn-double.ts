@@ -3,7 +3,7 @@
 // 0x80070490), an endpoint attached twice refused (0x803B0014), an attached endpoint not deletable (0x803B002C, so
 // the code under test must detach first), query filters on any top-level field, and faults injected per call.
 import { randomUUID } from 'node:crypto';
-import type { HcnApi, HcnKind } from '../../src/hns/hcn-api.ts';
+import type { HcnApi, HcnKind } from '../../src/platform/windows-net-api.ts';
 import { HCN, HcnError, sameId } from '../../src/hns/model.ts';
 
 type Obj = Record<string, unknown>;

@@ -2,7 +2,7 @@
 // executables against stand-in DLLs under wine are the proof, test/windows/hcn-dataplane.test.ts). The HCN double is
 // backed by the in-memory FakeHns, so HNS's refusals (unknown IDs, overlaps, endpoints in use) still apply.
 import t from 'tap';
-import { type HcnApi, type HcnKind, type IpForwardRow, type IpHelperApi, type IpInterface, RouteProtocol } from '../../src/hns/hcn-api.ts';
+import { type HcnApi, type HcnKind, type IpForwardRow, type IpHelperApi, type IpInterface, RouteProtocol } from '../../src/platform/windows-net-api.ts';
 import { HcnExecutor } from '../../src/hns/hcn-executor.ts';
 import { FakeHns } from '../../src/hns/fake.ts';
 import { HCN, HcnError, type HnsNetwork, type ModifyNetworkRequest, type HnsOp } from '../../src/hns/model.ts';

@@ -9,7 +9,7 @@ import {
 } from '../../src/platform/hcn-koffi.ts';
 import { hresultFromWin32, win32Failure } from '../../src/platform/iphlpapi-koffi.ts';
 import { IPHLPAPI_ENV, linuxPlatform, networkingDlls, realDeps } from '../../src/platform/platform.ts';
-import type { WindowsNetworkingApis } from '../../src/hns/hcn-api.ts';
+import type { WindowsNetworkingApis } from '../../src/platform/windows-net-api.ts';
 import { windowsDouble } from './windows-double.ts';
 
 t.test('GUID bytes: Data1..3 little-endian, Data4 in text order; round trips', async (t) => {

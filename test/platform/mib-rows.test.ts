@@ -3,7 +3,7 @@
 import t from 'tap';
 import * as layout from '../windows/standin/layout.ts';
 import fc from 'fast-check';
-import type { IpForwardRow } from '../../src/hns/hcn-api.ts';
+import type { IpForwardRow } from '../../src/platform/windows-net-api.ts';
 import { formatIP, formatPrefix, IP, prefixOf } from '../../src/net/ip.ts';
 import {
   decodeForwardRow, decodeForwardTable, decodeInterfaceRow, encodeForwardRow, encodeInterfaceRow, fillForwardRow,

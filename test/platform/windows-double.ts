@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { realDeps, windowsPlatform, type NetworkingDlls, type Platform, type SpawnResult } from '../../src/platform/platform.ts';
-import type { WindowsNetworkingApis } from '../../src/hns/hcn-api.ts';
+import type { WindowsNetworkingApis } from '../../src/platform/windows-net-api.ts';
 import { socketEndpoint } from '../../src/platform/paths.ts';
 import { Win32Error, type Win32SecurityApi } from '../../src/platform/pipe-acl.ts';
 

@@ -23,7 +23,7 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
-import type { IpForwardRow, IpInterface } from '../../../src/hns/hcn-api.ts';
+import type { IpForwardRow, IpInterface } from '../../../src/platform/windows-net-api.ts';
 import { HCN, type HnsEndpoint, type HnsNetwork, hresultText, normalizeMac } from '../../../src/hns/model.ts';
 import {
   type Family, type IP, type Prefix, formatIP, formatPrefix, maxLen, parseIP, parsePrefix, prefixContainsIP, prefixContainsPrefix,

@@ -1,13 +1,13 @@
 // The two Windows APIs the HNS dataplane calls, as the rest of the program sees them: HCN (computenetwork.dll, the
 // Host Compute Network service's own client library, as hcsshim's `hcn` package calls it) and IP Helper
-// (iphlpapi.dll: the host's route table and per-interface forwarding). Types only: the koffi bindings live in
-// src/platform (the one owner of native libraries), the executor and the CNI endpoint code above them take these
-// interfaces, and tests hand in doubles.
+// (iphlpapi.dll: the host's route table and per-interface forwarding). Types only: the koffi bindings beside it
+// (hcn-koffi.ts, iphlpapi-koffi.ts; src/platform owns every native library) implement them, the HNS executor and the
+// CNI endpoint code above take them, and tests hand in doubles.
 //
 // Every call is asynchronous: the bindings run the native call on a worker thread (koffi's async calls), so a slow
 // HNS (100 ms and more per call on a busy node) never stalls BGP keepalives on the event loop.
 //
-// Errors: a failed call throws HcnError (src/hns/model.ts) with the HRESULT and the message of HCN's error record
+// Errors: a failed call throws HcnError (./hresult.ts) with the HRESULT and the message of HCN's error record
 // (or the Win32 error of IP Helper as HRESULT_FROM_WIN32), so the planner's NOT_FOUND rules apply unchanged.
 
 /** HCN's three object kinds the dataplane uses. */
