@@ -69,6 +69,8 @@ export interface WindowsCniOptions {
   nodeIP?: string;
   /** DNS when neither runtimeConfig nor the network config gives it. */
   dns?: { servers?: string[]; search?: string[] };
+  /** False when the network cannot carry IPv6 (Windows overlay): IPv6 pools are left out of ADD. Default true. */
+  ipv6?: boolean;
   /** Overlay: endpoint MACs are this prefix + the IPv4 address (e.g. "0E-2A"). */
   macPrefix?: string;
   log?: { info(o: object, m: string): void; warn(o: object, m: string): void };
@@ -309,7 +311,8 @@ export function windowsCniHandlers(o: WindowsCniOptions): Record<string, IpcHand
       const wanted = p.pools?.length ? all.filter((x) => p.pools!.includes(x.name) || p.pools!.includes(x.cidr)) : all.filter((x) => x.usable !== false);
       const has = (f: Family) => wanted.some((x) => familyOf(x.cidr) === f);
       const want4 = num4 ?? (has(4) ? 1 : 0);
-      const want6 = num6 ?? (has(6) ? 1 : 0);
+      const want6 = num6 ?? (has(6) && o.ipv6 !== false ? 1 : 0);
+      if (want6 > 0 && o.ipv6 === false) invalid('num6: this node\'s HNS network has no IPv6 (Windows overlay networks are IPv4 only)');
       if (want4 + want6 === 0) throw new IpamError('NO_POOL', `no usable pool for this node${p.pools?.length ? ` among ${p.pools.join(', ')}` : ''}`);
       const reply = await ipamCall<AssignReply>('ipam.assign', {
         containerId,

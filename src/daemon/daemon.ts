@@ -405,6 +405,8 @@ export class Daemon {
       serviceCidr: cni?.serviceCidr,
       exceptions: [...(cni?.nodeSubnet ? [cni.nodeSubnet] : []), ...(dp.ownedPrefixes ?? [])],
       nodeIP: cni?.nodeIP,
+      // Windows has dual stack on l2bridge and l2tunnel, not on overlay.
+      ipv6: dp.mode !== 'overlay',
       dns: { servers: cni?.dnsServers, search: cni?.dnsSearch },
       log: this.log,
     });

@@ -274,6 +274,18 @@ t.test('dual stack: an IPv4 and an IPv6 pool give one endpoint with one address 
   t.same(Object.keys(await s.handles()), ['pod2.eth0']);
 });
 
+t.test('overlay (no IPv6 in Windows overlay networks): IPv6 pools give no address, and asking for one is refused', async (t) => {
+  const s = await setup(t, {
+    pools: [{ name: 'p4', cidr: '10.244.0.0/16', blockSize: 26, natOutgoing: true }, { name: 'p6', cidr: 'fd00:244::/64', blockSize: 122 }],
+    options: { ipv6: false },
+  });
+  const r = await s.add({ containerId: 'pod1', netns: s.hcn.addNamespace() });
+  t.same(r.ips.map((x) => x.family), [4], 'IPv4 only');
+  t.same((s.hcn.endpoints()[0]!.IpConfigurations as unknown[]).length, 1);
+  await rejects(t, s.add({ containerId: 'pod2', netns: s.hcn.addNamespace(), num6: 1 }), 'INVALID', /num6: this node's HNS network has no IPv6/);
+  t.same(Object.keys(await s.handles()), ['pod1.eth0'], 'the refused ADD assigned nothing');
+});
+
 t.test('pools not usable on this node are exceptions but give no address', async (t) => {
   const s = await setup(t, {
     pools: [
