@@ -16,6 +16,7 @@
 //    (never the host endpoints `<network>_ep*`, never remote endpoints, never other networks'), and this network's
 //    IPAM handles not in the list are released.
 // Calls for one attachment run one after another (a retried ADD overlapping a slow first one, or GC meeting an ADD).
+import { keyedSerial } from '../ipc/serial.ts';
 import type { Ipam } from '../ipam/ipam.ts';
 import { parseSelector } from '../ipam/selector.ts';
 import { IpamError } from '../ipam/types.ts';
@@ -137,6 +138,15 @@ export function ipamPools(ipam: Ipam, host: string): () => Promise<CniPool[]> {
   };
 }
 
+/** The attachment a request names, checked as the plugin checks CNI_CONTAINERID and CNI_IFNAME. */
+function attachment(p: { containerId?: unknown; ifname?: unknown }): { containerId: string; ifname: string } {
+  try {
+    return { containerId: checkContainerId(p.containerId), ifname: checkIfname(p.ifname) };
+  } catch (e) {
+    throw wrap(e);
+  }
+}
+
 function str(v: unknown, field: string): string {
   if (typeof v !== 'string' || v === '') invalid(`${field} must be a non-empty string`);
   return v as string;
@@ -169,17 +179,7 @@ export function windowsCniHandlers(o: WindowsCniOptions): Record<string, IpcHand
   const fallbackDns: DnsSettings = { ...(o.dns?.servers ? { servers: o.dns.servers } : {}), ...(o.dns?.search ? { search: o.dns.search } : {}) };
 
   // Per-attachment serialisation (keyed by endpoint name).
-  const chains = new Map<string, Promise<unknown>>();
-  function serial<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    const prev = chains.get(key) ?? Promise.resolve();
-    const next = prev.then(fn, fn);
-    const tail = next.catch(() => undefined);
-    chains.set(key, tail);
-    void tail.then(() => {
-      if (chains.get(key) === tail) chains.delete(key);
-    });
-    return next;
-  }
+  const serial = keyedSerial();
 
   async function ourNetwork(requested: string): Promise<CniNetwork | null> {
     let net: CniNetwork | null;
@@ -277,13 +277,7 @@ export function windowsCniHandlers(o: WindowsCniOptions): Record<string, IpcHand
 
   const add = async (p: CniAddParams): Promise<CniAddReply> => {
     if (!p || typeof p !== 'object') invalid('params must be an object');
-    let containerId: string, ifname: string;
-    try {
-      containerId = checkContainerId(p.containerId);
-      ifname = checkIfname(p.ifname);
-    } catch (e) {
-      throw wrap(e);
-    }
+    const { containerId, ifname } = attachment(p);
     const netns = guid(p.netns, 'netns');
     const network = str(p.network, 'network');
     const attrs = attrMap(p.attrs);
@@ -388,13 +382,7 @@ export function windowsCniHandlers(o: WindowsCniOptions): Record<string, IpcHand
 
   const del = async (p: CniDelParams): Promise<CniDelReply> => {
     if (!p || typeof p !== 'object') invalid('params must be an object');
-    let containerId: string, ifname: string;
-    try {
-      containerId = checkContainerId(p.containerId);
-      ifname = checkIfname(p.ifname);
-    } catch (e) {
-      throw wrap(e);
-    }
+    const { containerId, ifname } = attachment(p);
     const network = str(p.network, 'network');
     // DEL may come without a namespace, or with one that is gone: a hint only.
     const netns = isGuid(p.netns) ? bareGuid(p.netns) : undefined;
@@ -415,13 +403,7 @@ export function windowsCniHandlers(o: WindowsCniOptions): Record<string, IpcHand
 
   const check = async (p: CniCheckParams): Promise<CniCheckReply> => {
     if (!p || typeof p !== 'object') invalid('params must be an object');
-    let containerId: string, ifname: string;
-    try {
-      containerId = checkContainerId(p.containerId);
-      ifname = checkIfname(p.ifname);
-    } catch (e) {
-      throw wrap(e);
-    }
+    const { containerId, ifname } = attachment(p);
     const netns = guid(p.netns, 'netns');
     const network = str(p.network, 'network');
     if (p.ips !== undefined && (!Array.isArray(p.ips) || p.ips.some((x) => typeof x !== 'string'))) invalid('ips must be a list of addresses');

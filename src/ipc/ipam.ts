@@ -36,6 +36,7 @@ import type {
   ReleaseParams,
   ReleaseReply,
 } from './protocol.ts';
+import { keyedSerial } from './serial.ts';
 import type { IpcHandler } from './server.ts';
 
 const ROLE = 'blockspeaker.role';
@@ -95,17 +96,7 @@ export function ipamHandlers(ipam: Ipam, host: string, opts: IpamHandlerOptions 
   const parkHandle = `blockspeaker-reserved.${host}`;
 
   // Per-handle serialisation.
-  const chains = new Map<string, Promise<unknown>>();
-  function serial<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    const prev = chains.get(key) ?? Promise.resolve();
-    const next = prev.then(fn, fn);
-    const tail = next.catch(() => undefined);
-    chains.set(key, tail);
-    void tail.then(() => {
-      if (chains.get(key) === tail) chains.delete(key);
-    });
-    return next;
-  }
+  const serial = keyedSerial();
 
   async function poolsByName(): Promise<Map<string, Pool>> {
     return new Map((await ipam.listPools()).map((p) => [p.name, p]));

@@ -10,7 +10,7 @@
 // endpoints attached to their namespaces with the policies; DEL of all leaves the host endpoint; a second DEL
 // succeeds; a BGP route becomes an IP Helper route and goes when withdrawn; a restart plans nothing; an endpoint
 // leaked by a kill -9 in the middle of an ADD is gone after GC; with an IPv6 pool an ADD gives both families.
-import t, { type Test } from 'tap';
+import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -19,7 +19,7 @@ import { parseIP, parsePrefix, prefixContainsIP } from '../../src/net/ip.ts';
 import { driveC, runWine, startWine, zPath, type WineChild, type WineResult } from '../../packaging/windows/wine.ts';
 import { freePort } from '../lib/wait.ts';
 import { exe, windowsReady } from './harness.ts';
-import { installStandins, standinEnv, standinMissing } from './standin/build.ts';
+import { installStandins, standinEnv, standinReady } from './standin/build.ts';
 import { type Standin, startStandin } from './standin/server.ts';
 
 const NET = 'cbr0';
@@ -38,14 +38,6 @@ async function until<T>(what: string, ms: number, f: () => T | undefined | false
     if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 300));
   }
-}
-
-function standinReady(t: Test): boolean {
-  const why = standinMissing();
-  if (!why) return true;
-  if (process.env.REQUIRE_PEERS === '1' || process.env.REQUIRE_PEERS === 'true') t.fail(`${why} (REQUIRE_PEERS=1, so this is a failure, not a skip)`);
-  else t.comment(`skipping: ${why}`);
-  return false;
 }
 
 if (windowsReady(t) && standinReady(t)) {

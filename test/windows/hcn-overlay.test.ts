@@ -2,7 +2,7 @@
 // other nodes, against the stand-in computenetwork.dll. Every block of another node becomes exactly one
 // RemoteSubnetRoute network policy with that node's provider address and DR MAC as it published them; a pod ADD
 // through blockspeaker-cni.exe gets an endpoint in the Overlay network.
-import t, { type Test } from 'tap';
+import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,19 +13,11 @@ import { driveC, runWine, startWine, zPath } from '../../packaging/windows/wine.
 import { freePort } from '../lib/wait.ts';
 import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
 import { exe, windowsReady } from './harness.ts';
-import { installStandins, standinEnv, standinMissing } from './standin/build.ts';
+import { installStandins, standinEnv, standinReady } from './standin/build.ts';
 import { startStandin } from './standin/server.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
-
-function standinReady(t: Test): boolean {
-  const why = standinMissing();
-  if (!why) return true;
-  if (process.env.REQUIRE_PEERS === '1' || process.env.REQUIRE_PEERS === 'true') t.fail(`${why} (REQUIRE_PEERS=1, so this is a failure, not a skip)`);
-  else t.comment(`skipping: ${why}`);
-  return false;
-}
 
 if (windowsReady(t) && standinReady(t)) {
   installStandins();

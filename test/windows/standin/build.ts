@@ -36,6 +36,18 @@ export function standinMissing(): string | undefined {
   return undefined;
 }
 
+/**
+ * True when the stand-ins can run here; otherwise the test is failed (REQUIRE_PEERS=1, as in CI) or skipped, saying
+ * why.
+ */
+export function standinReady(t: { fail(m: string): unknown; comment(m: string): unknown }): boolean {
+  const why = standinMissing();
+  if (!why) return true;
+  if (process.env.REQUIRE_PEERS === '1' || process.env.REQUIRE_PEERS === 'true') t.fail(`${why} (REQUIRE_PEERS=1, so this is a failure, not a skip)`);
+  else t.comment(`skipping: ${why} (set REQUIRE_PEERS=1 to make this a failure)`);
+  return false;
+}
+
 const sleepMs = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 
 function upToDate(t: Target): boolean {

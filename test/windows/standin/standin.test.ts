@@ -10,8 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { runWine, zPath } from '../../../packaging/windows/wine.ts';
 import { HCN } from '../../../src/hns/model.ts';
-import { requirePeers } from '../../store/etcd-harness.ts';
-import { buildProbe, installStandins, standinEnv, standinMissing } from './build.ts';
+import { buildProbe, installStandins, standinEnv, standinReady } from './build.ts';
 import { LAYOUT } from './layout.ts';
 import { HR, type Standin, WIN32, startStandin } from './server.ts';
 
@@ -52,11 +51,7 @@ const net = (Name: string, Type: string, subnets: unknown[], extra: Record<strin
   j({ Name, Type, Ipams: [{ Type: 'Static', Subnets: subnets }], SchemaVersion: { Major: 2, Minor: 0 }, ...extra });
 const errorOf = (o: Out) => JSON.parse(o.err ?? 'null') as { Success: boolean; Error: string; ErrorCode: number } | null;
 
-const missing = standinMissing();
-if (missing) {
-  if (requirePeers()) t.fail(`${missing} (REQUIRE_PEERS=1, so this is a failure, not a skip)`);
-  else t.comment(`skipping: ${missing} (set REQUIRE_PEERS=1 to make this a failure)`);
-} else {
+if (standinReady(t)) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bs-standin-'));
   const logFile = path.join(dir, 'calls.jsonl');
   installStandins();
