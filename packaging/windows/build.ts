@@ -129,9 +129,14 @@ async function main() {
   ensureWinePrefix();
   await bundle('src/cli/main.ts', 'blockspeaker.cjs', false);
   await bundle('packaging/windows/cni-entry.ts', 'blockspeaker-cni.cjs', true);
-  // The CNI plugin starts for every pod: it must not carry koffi, not even unloaded.
-  if (fs.readFileSync(path.join(work, 'blockspeaker-cni.cjs'), 'utf8').includes('koffi.node')) {
+  // The CNI plugin starts for every pod: it must not carry koffi, not even unloaded. And it is one file: install-cni
+  // copies blockspeaker-cni.exe alone into the CNI bin folder, so it must load no native addon from beside it.
+  const cniScript = fs.readFileSync(path.join(work, 'blockspeaker-cni.cjs'), 'utf8');
+  if (cniScript.includes('koffi.node')) {
     throw new Error('blockspeaker-cni.cjs bundles koffi: something the CNI plugin imports reaches src/platform/win32-security.ts');
+  }
+  if (/\bdlopen\b|\.node['"]/.test(cniScript)) {
+    throw new Error('blockspeaker-cni.cjs loads a native addon: install-cni installs blockspeaker-cni.exe alone, nothing beside it');
   }
   for (const [script, exe] of [
     ['blockspeaker.cjs', 'blockspeaker.exe'],

@@ -1,19 +1,24 @@
 <#
 .SYNOPSIS
-  Installs, removes, starts or stops the blockspeaker Windows service.
+  Installs, upgrades, removes, starts or stops the blockspeaker Windows service.
 
 .DESCRIPTION
-  blockspeaker.exe is a Node.js program and cannot answer the Service Control Manager itself, so the service is
-  hosted by NSSM (the Non-Sucking Service Manager, nssm.exe), the wrapper Windows Kubernetes nodes commonly already
-  use for kubelet, kube-proxy and Calico. NSSM runs
-      blockspeaker.exe run -c C:\ProgramData\blockspeaker\node.yaml
-  as LocalSystem, and on a service stop sends the program Ctrl+C, which blockspeaker is to treat as a restart: BGP
-  sessions close without a NOTIFICATION so graceful-restart peers keep this node's routes. To take the node away
-  for good (Cease to every peer, routes withdrawn), run `blockspeaker.exe daemon stop --withdraw` before stopping.
-  A crash or unexpected exit is restarted by NSSM, and by the SCM's failure actions if NSSM itself dies.
+  blockspeaker.exe answers the Service Control Manager itself (run --service NAME): no wrapper to install. The
+  service runs
+      blockspeaker.exe run --service blockspeaker -c C:\ProgramData\blockspeaker\node.yaml
+  as LocalSystem, starts at boot, and is restarted by the SCM's failure actions (5 s, 5 s, then 30 s). A service
+  stop is a graceful-restart stop: BGP sessions close without a NOTIFICATION, so peers keep this node's routes. To
+  take the node away for good (Cease to every peer, routes withdrawn), run `blockspeaker.exe daemon stop --withdraw`.
+
+  install   installs the service, the CNI plugin (blockspeaker.exe install-cni) and an example config; run again on
+            an installed node it upgrades in place: stop, replace, start. Windows lets a running executable be
+            renamed, never replaced: the service is stopped first, and install-cni moves a plugin that a CNI call
+            still runs aside before putting the new one in.
+  uninstall removes the service, the CNI plugin and conflist, and the HNS network with its endpoints and our
+            routes (blockspeaker.exe hns teardown); the state folder only with -RemoveState.
 
 .EXAMPLE
-  .\install.ps1 install -Nssm C:\k\nssm.exe
+  .\install.ps1 install
   .\install.ps1 start
 #>
 [CmdletBinding()]
@@ -23,23 +28,15 @@ param(
   [string]$Action,
   [string]$ServiceName = 'blockspeaker',
   [string]$Config = 'C:\ProgramData\blockspeaker\node.yaml',
-  [string]$Nssm = '',
-  [string]$CniBinDir = 'C:\Program Files\containerd\cni\bin'
+  [string]$CniBinDir = 'C:\Program Files\containerd\cni\bin',
+  [string]$CniConfDir = 'C:\etc\cni\net.d',
+  [switch]$RemoveState
 )
 $ErrorActionPreference = 'Stop'
 
 $Here = Split-Path -Parent $MyInvocation.MyCommand.Path
 $Exe = Join-Path $Here 'blockspeaker.exe'
 $StateDir = Split-Path -Parent $Config
-
-function Find-Nssm {
-  if ($Nssm) { return $Nssm }
-  $beside = Join-Path $Here 'nssm.exe'
-  if (Test-Path $beside) { return $beside }
-  $onPath = Get-Command nssm.exe -ErrorAction SilentlyContinue
-  if ($onPath) { return $onPath.Source }
-  throw "nssm.exe not found: pass -Nssm C:\path\to\nssm.exe, put it beside this script or on PATH"
-}
 
 # Runs an external tool and stops on a non-zero exit code (external tools do not throw by themselves).
 function Invoke-Tool([string]$Tool, [string[]]$ToolArgs) {
@@ -59,9 +56,15 @@ function New-AdminOnlyDirectory([string]$Path) {
   }
 }
 
+function Get-Installed { Get-Service -Name $ServiceName -ErrorAction SilentlyContinue }
+
+function Stop-Installed {
+  $svc = Get-Installed
+  if ($svc -and $svc.Status -ne 'Stopped') { Stop-Service -Name $ServiceName; $svc.WaitForStatus('Stopped', '00:01:00') }
+}
+
 function Install-Blockspeaker {
   if (-not (Test-Path $Exe)) { throw "$Exe not found: run this script from the unpacked dist\windows folder" }
-  $nssmExe = Find-Nssm
   # State and config: SYSTEM and Administrators only (not the inherited Users read access). A new directory is
   # created with that DACL in one call, so there is no moment when Users could plant an entry in it (the daemon does
   # the same with CreateDirectoryW); an existing one is tightened by icacls, which the admin running this asked for.
@@ -71,44 +74,48 @@ function Install-Blockspeaker {
     Copy-Item (Join-Path $Here 'node.yaml') $Config
     Write-Warning "wrote an example ${Config}: edit it (ASN, router id, peers, pools) before starting"
   }
-  # containerd runs a CNI plugin as <type>.exe from its bin directory: blockspeaker.exe for the main plugin
-  # ("type": "blockspeaker"), blockspeaker-cni.exe as another plugin's IPAM. The same executable under both names.
-  if (Test-Path $CniBinDir) {
-    Copy-Item (Join-Path $Here 'blockspeaker-cni.exe') $CniBinDir -Force
-    Copy-Item (Join-Path $Here 'blockspeaker-cni.exe') (Join-Path $CniBinDir 'blockspeaker.exe') -Force
-    Copy-Item (Join-Path $Here 'fs-native-extensions.node') $CniBinDir -Force
+  $upgrade = [bool](Get-Installed)
+  $wasRunning = $upgrade -and (Get-Installed).Status -eq 'Running'
+  # An upgrade replaces files the running service holds: stop it first (a graceful-restart stop).
+  if ($upgrade) { Stop-Installed }
+  # The CNI plugin under both names (blockspeaker.exe: the main plugin; blockspeaker-cni.exe: as IPAM), into
+  # admin-only folders, a running one moved aside the Windows way (README "Installing the CNI plugin").
+  # The conflist: the daemon writes it at start when the config has dataplane.cni.
+  Invoke-Tool $Exe @('install-cni', '--bin-dir', $CniBinDir)
+  $bin = "`"$Exe`" run --service $ServiceName -c `"$Config`" --log-file `"$(Join-Path $StateDir 'blockspeaker.log')`""
+  if ($upgrade) {
+    Invoke-Tool 'sc.exe' @('config', $ServiceName, 'binPath=', $bin, 'start=', 'auto', 'obj=', 'LocalSystem')
   } else {
-    Write-Warning "$CniBinDir not found: copy blockspeaker-cni.exe into containerd's CNI bin directory yourself"
+    Invoke-Tool 'sc.exe' @('create', $ServiceName, 'binPath=', $bin, 'start=', 'auto', 'obj=', 'LocalSystem', 'DisplayName=', 'blockspeaker (IPAM, BGP, HNS routes)')
   }
-  Invoke-Tool $nssmExe @('install', $ServiceName, $Exe)
-  Invoke-Tool $nssmExe @('set', $ServiceName, 'AppParameters', "run -c `"$Config`"")
-  Invoke-Tool $nssmExe @('set', $ServiceName, 'AppDirectory', $Here)
-  # The executable's node flags, the launcher's (bin/blockspeaker.js; README "Footprint").
-  Invoke-Tool $nssmExe @('set', $ServiceName, 'AppEnvironmentExtra', 'NODE_OPTIONS=--max-semi-space-size=1')
-  Invoke-Tool $nssmExe @('set', $ServiceName, 'DisplayName', 'blockspeaker (IPAM, BGP, HNS routes)')
-  Invoke-Tool $nssmExe @('set', $ServiceName, 'ObjectName', 'LocalSystem')
-  Invoke-Tool $nssmExe @('set', $ServiceName, 'Start', 'SERVICE_AUTO_START')
-  # Stop = Ctrl+C, then up to 10 s to close sessions and flush the store before anything harsher.
-  Invoke-Tool $nssmExe @('set', $ServiceName, 'AppStopMethodConsole', '10000')
-  Invoke-Tool $nssmExe @('set', $ServiceName, 'AppExit', 'Default', 'Restart')
-  Invoke-Tool $nssmExe @('set', $ServiceName, 'AppRestartDelay', '5000')
-  Invoke-Tool $nssmExe @('set', $ServiceName, 'AppStdout', (Join-Path $StateDir 'blockspeaker.log'))
-  Invoke-Tool $nssmExe @('set', $ServiceName, 'AppStderr', (Join-Path $StateDir 'blockspeaker.log'))
-  Invoke-Tool $nssmExe @('set', $ServiceName, 'AppRotateFiles', '1')
-  Invoke-Tool $nssmExe @('set', $ServiceName, 'AppRotateBytes', '10485760')
-  # If the wrapper itself dies, the SCM restarts the service (5 s, 5 s, then 30 s; counter reset after a day).
+  # The executable's node flags, the launcher's (bin/blockspeaker.js; README "Footprint"): the service's environment.
+  $key = "HKLM:\SYSTEM\CurrentControlSet\Services\$ServiceName"
+  New-ItemProperty -Path $key -Name 'Environment' -PropertyType MultiString -Value @('NODE_OPTIONS=--max-semi-space-size=1') -Force | Out-Null
+  # A crash or an exit with an error is restarted by the SCM (5 s, 5 s, then 30 s; counter reset after a day).
   Invoke-Tool 'sc.exe' @('failure', $ServiceName, 'reset=', '86400', 'actions=', 'restart/5000/restart/5000/restart/30000')
   Invoke-Tool 'sc.exe' @('failureflag', $ServiceName, '1')
-  Write-Host "installed service ${ServiceName}: $Exe run -c $Config (start it with: .\install.ps1 start)"
+  if ($wasRunning) { Start-Service -Name $ServiceName }
+  if ($upgrade) { Write-Host "upgraded service ${ServiceName}: $bin" }
+  else { Write-Host "installed service ${ServiceName}: $bin (start it with: .\install.ps1 start)" }
+}
+
+function Uninstall-Blockspeaker {
+  Stop-Installed
+  # The HNS network, its endpoints and our host routes (the daemon's, found by name and by our route metric).
+  if (Test-Path $Config) { Invoke-Tool $Exe @('hns', 'teardown', '-c', $Config) }
+  if (Get-Installed) { Invoke-Tool 'sc.exe' @('delete', $ServiceName) }
+  foreach ($f in @((Join-Path $CniBinDir 'blockspeaker.exe'), (Join-Path $CniBinDir 'blockspeaker-cni.exe'), (Join-Path $CniConfDir '10-blockspeaker.conflist'))) {
+    if (Test-Path $f) { Remove-Item -Force $f }
+  }
+  # Leftovers of upgrades whose old plugin was still running then.
+  Get-ChildItem -Path $CniBinDir -Filter 'blockspeaker*.exe.old-*' -ErrorAction SilentlyContinue | Remove-Item -Force -ErrorAction SilentlyContinue
+  if ($RemoveState) { Remove-Item -Recurse -Force $StateDir }
+  else { Write-Host "kept $StateDir (the store and config): pass -RemoveState to remove it too" }
 }
 
 switch ($Action) {
   'install' { Install-Blockspeaker }
-  'uninstall' {
-    $nssmExe = Find-Nssm
-    if ((Get-Service -Name $ServiceName -ErrorAction SilentlyContinue).Status -eq 'Running') { Stop-Service -Name $ServiceName }
-    Invoke-Tool $nssmExe @('remove', $ServiceName, 'confirm')
-  }
+  'uninstall' { Uninstall-Blockspeaker }
   'start' { Start-Service -Name $ServiceName }
   'stop' { Stop-Service -Name $ServiceName }
 }

@@ -3,14 +3,19 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { ReservationPolicy } from '../ipam/types.ts';
-import { type DesiredState, type HnsConfig, type HnsMode, type LocalBlock, type RemoteRoute, buildDesired } from '../hns/desired.ts';
+import { DEFAULT_ROUTE_METRIC, type DesiredState, type HnsConfig, type HnsMode, type LocalBlock, type RemoteRoute, buildDesired } from '../hns/desired.ts';
 import { FakeHns } from '../hns/fake.ts';
 import { type HnsSnapshot, emptySnapshot, normalizeMac, parseSnapshot } from '../hns/model.ts';
 import { planHns } from '../hns/planner.ts';
+import { HcnExecutor } from '../hns/hcn-executor.ts';
+import { HNS_DEFAULT_NETWORK } from '../hns/limits.ts';
+import { loadConfig } from '../config/config.ts';
+import { hostPlatform, type Platform } from '../platform/platform.ts';
 import { parseIP, parsePrefix } from '../net/ip.ts';
-import { CliError, intOption, parse } from './args.ts';
+import { CliError, intOption, parse, required } from './args.ts';
 
 const HELP = `usage: blockspeaker hns plan [--actual FILE] (--desired FILE | DESIRED FLAGS) [--emit-actual FILE]
+       blockspeaker hns teardown -c node.yaml   (uninstall: our network, its endpoints and our routes; --help)
 
   Prints the operations that take the HNS network from its actual state to the desired one, as a JSON array of
   {"op", "network", "subnet", "body"} (body: HNS's JSON for HcnCreateNetwork / HcnModifyNetwork / HcnCreateEndpoint,
@@ -44,7 +49,41 @@ export async function run(argv: string[]): Promise<number> {
     return sub ? 0 : 2;
   }
   if (sub === 'plan') return plan(rest);
-  throw new CliError(`hns: unknown command "${sub}" (try: plan)`);
+  if (sub === 'teardown') return teardown(rest);
+  throw new CliError(`hns: unknown command "${sub}" (try: plan, teardown)`);
+}
+
+const TEARDOWN_HELP = `usage: blockspeaker hns teardown -c node.yaml
+
+  Uninstall (Windows; install.ps1 uninstall runs it with the daemon stopped): removes the HNS network named by
+  dataplane.network with every endpoint on it (each taken out of its namespace first), and this node's routes on the
+  management vNIC (our route metric, a destination inside a pool or ownedPrefixes). Nothing else is touched. Prints
+  what it removed as JSON.
+`;
+
+async function teardown(argv: string[], platform: Platform = hostPlatform()): Promise<number> {
+  const TCMD = 'hns teardown';
+  const { values } = parse(TCMD, argv, { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } });
+  if (values.help) {
+    process.stdout.write(TEARDOWN_HELP);
+    return 0;
+  }
+  const cfg = loadConfig(required(TCMD, values, 'config'), platform);
+  const dp = cfg.dataplane;
+  if (dp.kind !== 'hns') throw new CliError(`${TCMD}: the config's dataplane.kind is ${dp.kind}, not hns: nothing of HNS is ours`);
+  const apis = await platform.networking().catch((e: Error) => {
+    throw new CliError(`${TCMD}: ${e.message}`);
+  });
+  const configured = dp.interfaceAlias ?? (dp.adapter ? `vEthernet (${dp.adapter})` : undefined);
+  const exec: HcnExecutor = new HcnExecutor({ ...apis, network: dp.network ?? HNS_DEFAULT_NETWORK, interfaceAlias: async (): Promise<string | undefined> => configured ?? (await exec.defaultRouteInterface()) });
+  const owned = [...(cfg.ipam?.pools ?? []).map((x) => x.cidr), ...(dp.ownedPrefixes ?? [])].map((x) => parsePrefix(x));
+  try {
+    const r = await exec.teardown(owned, dp.routeMetric ?? DEFAULT_ROUTE_METRIC);
+    process.stdout.write(`${JSON.stringify({ network: dp.network ?? HNS_DEFAULT_NETWORK, removed: r })}\n`);
+  } catch (e) {
+    throw new CliError(`${TCMD}: ${(e as Error).message}`);
+  }
+  return 0;
 }
 
 const CMD = 'hns plan';

@@ -15,10 +15,11 @@ const groups: Record<string, { describe: string; load: () => Promise<Group> }> =
   cni: { describe: 'CNI tools (conflist: the containerd network config list for a Windows node)', load: () => import('./cni.ts') },
   show: { describe: 'ask the running daemon: show peers | route [for ADDR] | ipam | status', load: () => import('./show.ts') },
   daemon: { describe: 'control the running daemon: daemon stop [--withdraw] | reload', load: () => import('./daemon.ts') },
+  'install-cni': { describe: 'install the CNI plugin and network config list on this host (--help: where, how)', load: () => import('./install-cni.ts') },
 };
 
 function usage(): string {
-  const lines = Object.entries(groups).map(([name, g]) => `  ${name.padEnd(8)} ${g.describe}`);
+  const lines = Object.entries(groups).map(([name, g]) => `  ${name.padEnd(11)} ${g.describe}`);
   return `usage: blockspeaker <command> ...\n\ncommands:\n${lines.join('\n')}\n`;
 }
 
@@ -48,7 +49,7 @@ main(process.argv.slice(2)).then(
   (err: unknown) => {
     // Bad input and known failures: one line on stderr. Anything else is a bug: show the stack.
     const e = err as Error;
-    const known = e && (e instanceof CliError || ['AddressError', 'IpamError', 'StoreError', 'ConfigError', 'StartError', 'IpcError', 'IpcStartError', 'ClusterError'].includes(e.name));
+    const known = e && (e instanceof CliError || ['AddressError', 'IpamError', 'StoreError', 'ConfigError', 'StartError', 'IpcError', 'IpcStartError', 'ClusterError', 'InstallCniError'].includes(e.name));
     process.stderr.write(`blockspeaker: ${known ? e.message : (e?.stack ?? String(err))}\n`);
     process.exitCode = known && e instanceof CliError ? 2 : 1;
   },

@@ -8,19 +8,24 @@ import { dirname, join, resolve } from 'node:path';
 import { pino, type Logger as Pino } from 'pino';
 import { ConfigError, formatConfig, loadConfig, type Config } from '../config/config.ts';
 import { Daemon } from '../daemon/daemon.ts';
-import { DirAclError, hostPlatform, type ControlAction, type DirReport, type Platform } from '../platform/platform.ts';
+import { DirAclError, hostPlatform, system32Dir, type ControlAction, type DirReport, type Platform } from '../platform/platform.ts';
+import type { ServiceHost } from '../platform/service-koffi.ts';
 import { markerSubject, RunMarker, RunMarkerError } from '../platform/runmarker.ts';
+import { sandboxPath, sandboxRoot } from '../platform/sandbox.ts';
+import { NODE_IP_ENV } from '../config/pod-env.ts';
 import { secretFiles } from '../config/secret-files.ts';
 import { CliError, parse, required } from './args.ts';
 
-const HELP = `usage: blockspeaker run -c FILE [--check] [--log-level LEVEL] [--run-dir DIR] [--restarted] [--dry-run]
+const HELP = `usage: blockspeaker run -c FILE [--check] [--log-level LEVEL] [--log-file FILE] [--run-dir DIR] [--restarted] [--dry-run]
+                        [--service NAME]
 
   Runs the node daemon with the config FILE (YAML or JSON; see DESIGN.md "Config file"): IPAM on its store
   (ipam.store; pools and Calico manifests from ipam.calico are added when missing), the BGP speaker with its peers,
   static announcements and this node's IPAM blocks and borrowed addresses, the route programmer (dataplane:
   none | linux | hns), the control socket (ipc.path: CLI and CNI plugin) and the status endpoint (status.listen,
   default 127.0.0.1:9179: /status /peers /peers/ADDR /routes /ipam/pools /ipam/blocks /dataplane /healthz
-  /readyz /metrics). Logs are JSON lines (pino) on stderr.
+  /readyz /metrics; status.metricsListen, if set, a second listener with /metrics /healthz /readyz only).
+  Logs are JSON lines (pino) on stderr.
 
   Stopping and reloading (every OS, over the control socket):
     blockspeaker daemon stop             graceful-restart stop: sessions closed without NOTIFICATION, so peers keep
@@ -33,6 +38,7 @@ const HELP = `usage: blockspeaker run -c FILE [--check] [--log-level LEVEL] [--r
 
   --check            validate FILE, print it with every default filled in, and exit (0 valid, 1 invalid)
   --log-level LEVEL  trace, debug, info (default), warn, error, fatal, silent
+  --log-file FILE    append the log there instead of stderr (a Windows service has no stderr)
   --run-dir DIR      where the running-marker lives (default /run/blockspeaker, Windows
                      C:\\ProgramData\\blockspeaker\\run; else a temp dir). The marker is keyed by the store and
                      records the boot: found at start from this boot, the last run did not stop for good (crash,
@@ -40,6 +46,17 @@ const HELP = `usage: blockspeaker run -c FILE [--check] [--log-level LEVEL] [--r
                      daemon on the same store makes start fail.
   --restarted        restart as a graceful-restart restarting speaker whatever the marker says
   --dry-run          dataplane hns: plan against the in-memory fake HNS even on Windows
+  --service NAME     Windows: run as the service NAME, answering the service control manager itself (no wrapper):
+                     sc.exe create NAME binPath= "...\\blockspeaker.exe run --service NAME -c FILE"; a service stop
+                     or the machine's shutdown is a graceful-restart stop. Refused when the SCM did not start us
+
+  From the environment (what the DaemonSets set, so one config serves every node; a value in FILE always wins):
+    NODE_NAME (or NODENAME)  node.name (else the lower-cased host name)
+    NODE_IP                  bgp.routerId (an IPv4 address), and the node's address as registered in the cluster,
+                             node.bgp.ipv4Address or ipv6Address, with the length of the interface that holds it
+    CONTAINER_SANDBOX_MOUNT_POINT  (Windows HostProcess container) FILE, --run-dir and the file paths in FILE that
+                             start with / or \ and have no drive are the container's: read under this folder
+  ipam.store may be { file: PATH }: the store is that file's content (the etcd endpoints, e.g. from a Secret).
 `;
 
 /** Start refused before anything was written (printed as one line by main, exit 1). */
@@ -65,7 +82,7 @@ function version(): string {
 async function defaultRunDir(platform: Platform, log: Pino): Promise<string> {
   let r;
   try {
-    r = await platform.prepareDir(platform.paths.runDir);
+    r = await platform.prepareDir(platform.paths.runDir, { othersMayRead: true });
   } catch (e) {
     // An existing run dir open to others is refused (DirAclError 'acl'/'read'); one we cannot make is not ours to use.
     if (e instanceof DirAclError && e.reason !== 'create') throw new StartError(e.message);
@@ -76,6 +93,18 @@ async function defaultRunDir(platform: Platform, log: Pino): Promise<string> {
     else log.warn({ dir: r.created ?? platform.paths.runDir }, r.what);
   }
   return platform.paths.runDir;
+}
+
+/** What the pod's environment gave the config (src/config/pod-env.ts), said once at start. */
+function logPodEnv(platform: Platform, cfg: Config, log: Pino): void {
+  const env = platform.env;
+  const given: Record<string, string> = {};
+  for (const k of ['NODE_NAME', 'NODENAME', NODE_IP_ENV]) if (env[k]?.trim()) given[k] = env[k]!.trim();
+  const sandbox = sandboxRoot(platform.id, env);
+  if (sandbox) given.CONTAINER_SANDBOX_MOUNT_POINT = sandbox;
+  if (!Object.keys(given).length) return;
+  log.info({ env: given, name: cfg.node.name, routerId: cfg.bgp?.routerId, address: cfg.node.bgp?.ipv4Address ?? cfg.node.bgp?.ipv6Address },
+    'node identity (the config first, then the environment)');
 }
 
 /** Run one of the config's access checks: a refusal is a StartError naming the config; what was checked is logged. */
@@ -114,16 +143,20 @@ export async function run(argv: string[], platform: Platform = hostPlatform()): 
     config: { type: 'string', short: 'c' },
     check: { type: 'boolean' },
     'log-level': { type: 'string' },
+    'log-file': { type: 'string' },
     'run-dir': { type: 'string' },
     restarted: { type: 'boolean' },
     'dry-run': { type: 'boolean' },
+    service: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   });
   if (values.help) {
     process.stdout.write(HELP);
     return 0;
   }
-  const file = required('run', values, 'config');
+  // In a Windows HostProcess container, /etc/blockspeaker/node.yaml is the ConfigMap's mount, not C:\etc\...
+  const file = sandboxPath(platform.id, platform.env, required('run', values, 'config'));
+  const runDir = values['run-dir'] === undefined ? undefined : sandboxPath(platform.id, platform.env, values['run-dir']);
   const level = values['log-level'] ?? 'info';
   if (!LEVELS.includes(level)) throw new CliError(`run: --log-level must be one of ${LEVELS.join(', ')}, got "${level}"`);
 
@@ -134,15 +167,18 @@ export async function run(argv: string[], platform: Platform = hostPlatform()): 
   }
 
   // Synchronous writes: the last lines before an exit (or a crash) are not lost in a buffer.
-  const log = pino({ level, base: { node: cfg.node.name } }, pino.destination({ dest: 2, sync: true }));
+  // A service has no stderr: --log-file appends the same JSON lines to a file (created 0600 / admin-only folder).
+  const logFile = values['log-file'] === undefined ? undefined : sandboxPath(platform.id, platform.env, values['log-file']);
+  const log = pino({ level, base: { node: cfg.node.name } }, pino.destination(logFile ? { dest: logFile, sync: true, append: true, mkdir: false, mode: 0o600 } : { dest: 2, sync: true }));
   const startedAt = Date.now();
   const ver = version();
   log.info({ config: file, version: ver, pid: process.pid }, 'starting');
+  logPodEnv(platform, cfg, log);
   await checkConfigDir(platform, file, log);
   await checkConfigFiles(platform, file, cfg, log);
 
   const subject = markerSubject(cfg.ipam?.store, cfg.node.name, file);
-  const marker = new RunMarker(values['run-dir'] ?? (await defaultRunDir(platform, log)), cfg.node.name, subject, platform);
+  const marker = new RunMarker(runDir ?? (await defaultRunDir(platform, log)), cfg.node.name, subject, platform);
   let claim;
   try {
     claim = marker.claim();
@@ -164,6 +200,23 @@ export async function run(argv: string[], platform: Platform = hostPlatform()): 
     },
   };
   const daemon = new Daemon({ file, config: cfg, log, version: ver, restarted, dryRun: !!values['dry-run'], startedAt, platform, controls });
+
+  // Windows service: connect to the SCM before the (possibly long) start, which it sees as START_PENDING.
+  let service: ServiceHost | undefined;
+  if (values.service !== undefined) {
+    if (platform.id !== 'win32') throw new StartError('--service: Windows only (on Linux, systemd runs the daemon: deploy/systemd)');
+    try {
+      const { connectService } = await import('../platform/service-koffi.ts');
+      service = await connectService({
+        name: values.service,
+        advapi32: `${system32Dir(platform.env)}\\advapi32.dll`,
+        onControl: (c) => void reloading.then(() => stop(`service ${c}`, 0, true)),
+      });
+    } catch (e) {
+      throw new StartError(`--service ${values.service}: ${(e as Error).message}`);
+    }
+    log.info({ service: values.service }, 'running as a Windows service');
+  }
 
   let stopping = false;
   let done!: (code: number) => void;
@@ -215,6 +268,7 @@ export async function run(argv: string[], platform: Platform = hostPlatform()): 
 
   try {
     await daemon.start();
+    service?.running();
     log.info({ ready: daemon.ready() }, 'started');
   } catch (e) {
     log.fatal({ err: (e as Error).message }, 'cannot start');
@@ -224,6 +278,7 @@ export async function run(argv: string[], platform: Platform = hostPlatform()): 
 
   const code = await finished;
   for (const sig of actions.keys()) process.off(sig, onSignal);
+  await service?.stopped(code);
   // Anything still holding the event loop (a retry timer, a half-open socket) must not delay the exit. Not
   // unref'd: an unref'd immediate does not wake a loop that is blocked waiting for a timer.
   setImmediate(() => process.exit(code));

@@ -2,7 +2,7 @@
 // every problem, each naming its field path, the bad value and the source line.
 import { readFileSync } from 'node:fs';
 import { isMap, isSeq, LineCounter, parseDocument, stringify, type Node as YamlNode } from 'yaml';
-import { formatIP, formatPrefix, maxLen, parseIP, parsePrefix, type Family } from '../net/ip.ts';
+import { formatIP, formatPrefix, IP, maxLen, parseIP, parsePrefix, type Family } from '../net/ip.ts';
 import { hostPlatform, type Platform } from '../platform/platform.ts';
 import { posix, win32 } from 'node:path';
 import { checkEtcdSecurity, isEtcdUrl, type EtcdSecurity, type SecretSource } from '../store/etcd-auth.ts';
@@ -13,6 +13,7 @@ import { COMMUNITY_BGP_FIELDS, bgpCommunities } from './communities.ts';
 import { AS_PEER_FIELDS, peerAsOptions } from './peer-as.ts';
 import { nodeBgpSection } from './node-bgp.ts';
 import { checkHnsAgainst, HNS_FIELDS, hnsDataplane } from './hns.ts';
+import { isStoreRef, nodeAddressFromEnv, placeholderAdvice, routerIdFromEnv, sandboxConfigPaths, storeFromFile } from './pod-env.ts';
 import type {
   AddressFamily, BgpConfig, Config, DataplaneConfig, IpamConfig, IpcConfig, ListenAddress, NodeConfig, PeerConfig,
   PeerGracefulRestart, PoolConfig, PrefixRule, ReservationConfig, StatusConfig,
@@ -103,13 +104,16 @@ function validateConfig(c: Checker, v: unknown, platform: Platform = hostPlatfor
   const node = nodeSection(c, o.node, platform);
   const cfg: Config = {
     node,
-    bgp: o.bgp === undefined || o.bgp === null ? null : bgpSection(c, o.bgp) ?? null,
-    ipam: o.ipam === undefined || o.ipam === null ? null : ipamSection(c, o.ipam) ?? null,
+    bgp: o.bgp === undefined || o.bgp === null ? null : bgpSection(c, o.bgp, platform) ?? null,
+    ipam: o.ipam === undefined || o.ipam === null ? null : ipamSection(c, o.ipam, platform) ?? null,
     dataplane: dataplaneSection(c, o.dataplane) ?? { kind: 'none' },
     status: statusSection(c, o.status) ?? false,
     ipc: ipcSection(c, o.ipc) ?? false,
   };
   checkHnsAgainst(c, cfg);
+  // What the node's pod gives (./pod-env.ts): its address from NODE_IP, and its files in a Windows HostProcess container.
+  nodeAddressFromEnv(c, cfg, platform.env);
+  sandboxConfigPaths(cfg, platform);
   return cfg;
 }
 
@@ -123,6 +127,8 @@ function nodeSection(c: Checker, v: unknown, platform: Platform): NodeConfig {
     const s = c.string(['node', 'name'], x);
     // A Kubernetes node name: a DNS subdomain (RFC 1123), which is also what affinities are keyed by.
     if (s !== undefined && !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(s)) {
+      const advice = placeholderAdvice(s);
+      if (advice) return c.fail(['node', 'name'], advice);
       return c.bad(['node', 'name'], 'a DNS name (lower-case letters, digits, "-" and ".")', s);
     }
     return s;
@@ -172,21 +178,24 @@ function prefix(c: Checker, path: Path, v: unknown): string | undefined {
 
 /**
  * "address:port", "[v6]:port", or { address, port }. port 0 means "do not listen" for BGP (returns false) and "any
- * free port" for the status endpoint (kept as 0).
+ * free port" for the status endpoint (kept as 0). With def null both parts must be given (status.metricsListen:
+ * a listener others reach should not get its address from a default).
  */
-function listen(c: Checker, path: Path, v: unknown, def: ListenAddress): ListenAddress | undefined {
+function listen(c: Checker, path: Path, v: unknown, def: ListenAddress | null): ListenAddress | undefined {
+  const forms = def ? '"address:port" or "[ipv6]:port" or { address, port }' : '"address:port" or "[ipv6]:port" or { address, port }, both given';
   if (typeof v === 'string') {
     const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(v.trim()) ?? /^([^:]*)$/.exec(v.trim());
-    if (!m) return c.bad(path, '"address:port" or "[ipv6]:port" or { address, port }', v);
+    if (!m) return c.bad(path, forms, v);
     const addrText = m[1] ?? m[2] ?? '';
-    const address = addrText === '' ? def.address : ipAddress(c, path, addrText);
-    const port = m[3] === undefined ? def.port : c.int(path, Number(m[3]), 0, 65535);
+    if (!def && (addrText === '' || m[3] === undefined)) return c.bad(path, forms, v);
+    const address = addrText === '' ? def!.address : ipAddress(c, path, addrText);
+    const port = m[3] === undefined ? def!.port : c.int(path, Number(m[3]), 0, 65535);
     return address === undefined || port === undefined ? undefined : { address, port };
   }
-  const o = c.object(path, v, ['address', 'port']);
+  const o = c.object(path, v, ['address', 'port'], def ? [] : ['address', 'port']);
   if (!o) return undefined;
-  const address = c.opt(o.address, def.address, (x) => ipAddress(c, [...path, 'address'], x));
-  const port = c.opt(o.port, def.port, (x) => c.int([...path, 'port'], x, 0, 65535));
+  const address = c.opt(o.address, def?.address, (x) => ipAddress(c, [...path, 'address'], x));
+  const port = c.opt(o.port, def?.port, (x) => c.int([...path, 'port'], x, 0, 65535));
   return address === undefined || port === undefined ? undefined : { address, port };
 }
 
@@ -279,11 +288,14 @@ function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart 
 
 const BGP_FIELDS = ['asn', 'routerId', 'listen', 'gracefulRestart', 'peers', 'announce', 'nodeToNodeMeshEnabled', ...COMMUNITY_BGP_FIELDS, ...MESH_BGP_FIELDS] as const;
 
-function bgpSection(c: Checker, v: unknown): BgpConfig | undefined {
-  const o = c.object(['bgp'], v, BGP_FIELDS, ['asn', 'routerId']);
+function bgpSection(c: Checker, v: unknown, platform: Platform): BgpConfig | undefined {
+  const o = c.object(['bgp'], v, BGP_FIELDS, ['asn']);
   if (!o) return undefined;
   const localAs = o.asn == null ? undefined : asn(c, ['bgp', 'asn'], o.asn);
-  const routerId = o.routerId == null ? undefined : ipAddress(c, ['bgp', 'routerId'], o.routerId, 4);
+  // Absent: the node's IPv4 address from NODE_IP (./pod-env.ts), so one config serves every node.
+  const advice = placeholderAdvice(o.routerId);
+  const routerId = advice ? c.fail(['bgp', 'routerId'], advice)
+    : o.routerId == null ? routerIdFromEnv(c, platform.env) : ipAddress(c, ['bgp', 'routerId'], o.routerId, 4);
   if (routerId === '0.0.0.0') c.fail(['bgp', 'routerId'], 'must not be 0.0.0.0'); // RFC 6286: non-zero
   // "::" is dual-stack (IPv4-mapped too), so IPv6 peers can connect as well as IPv4 ones.
   const lst = c.opt(o.listen, { ...DEFAULT_BGP_LISTEN } as ListenAddress | false, (x) =>
@@ -374,12 +386,13 @@ function pool(c: Checker, path: Path, v: unknown): PoolConfig | undefined {
   return { name, cidr, blockSize, nodeSelector, disabled, allowedUses, natOutgoing, disableBGPExport, reservation: res };
 }
 
-function ipamSection(c: Checker, v: unknown): IpamConfig | undefined {
+function ipamSection(c: Checker, v: unknown, platform: Platform): IpamConfig | undefined {
   const P = ['ipam'];
   const o = c.object(P, v, ['store', 'strictAffinity', 'maxBlocksPerHost', 'autoAllocateBlocks', 'ipCooldownSeconds', 'pools', 'calico', 'etcd', 'layout']);
   if (!o) return undefined;
   const store = c.opt(o.store, DEFAULT_STORE, (x) => {
-    const s = c.string([...P, 'store'], x);
+    // { file: PATH }: the store (the etcd endpoints) is that file's content, e.g. a mounted Secret's (./pod-env.ts).
+    const s = isStoreRef(x) ? storeFromFile(c, [...P, 'store'], x, platform) : c.string([...P, 'store'], x);
     const m = s === undefined ? null : /^etcds?:\/\/(.*)$/.exec(s);
     if (m) {
       const eps = m[1].split(',');
@@ -444,7 +457,8 @@ function etcdSecurity(c: Checker, path: Path, v: unknown, store: string | undefi
   if ((o.ca !== undefined && ca === undefined) || (o.cert !== undefined && cert === undefined) ||
       (o.key !== undefined && key === undefined) || (o.username !== undefined && username === undefined) ||
       (o.password !== undefined && password === undefined)) return undefined;
-  const problems = checkEtcdSecurity(out, store !== undefined && store.startsWith('etcds://'));
+  // A store already reported as bad (or a store file that cannot be read) is not also a TLS mismatch.
+  const problems = checkEtcdSecurity(out, store === undefined || store.startsWith('etcds://'));
   for (const pr of problems) c.fail([...path, pr.field], pr.message);
   if (problems.length) return undefined;
   return out;
@@ -483,10 +497,37 @@ function dataplaneSection(c: Checker, v: unknown): DataplaneConfig | undefined {
 function statusSection(c: Checker, v: unknown): StatusConfig | false | undefined {
   if (v === false) return false;
   if (v === undefined || v === null) return { listen: { ...DEFAULT_STATUS_LISTEN } };
-  const o = c.object(['status'], v, ['listen']);
+  const o = c.object(['status'], v, ['listen', 'metricsListen']);
   if (!o) return undefined;
   const l = c.opt(o.listen, { ...DEFAULT_STATUS_LISTEN }, (x) => listen(c, ['status', 'listen'], x, DEFAULT_STATUS_LISTEN));
-  return l === undefined ? undefined : { listen: l };
+  const m = c.opt(o.metricsListen, undefined, (x) => listen(c, ['status', 'metricsListen'], x, null));
+  if (l && m && listensOverlap(l, m)) {
+    // Caught here rather than as EADDRINUSE when the daemon starts (or, on a reload, a listener that cannot move).
+    c.fail(['status', 'metricsListen'], `${formatListen(m)} overlaps status.listen ${formatListen(l)} (the same port on the same or a covering address); give it its own port`);
+    return undefined;
+  }
+  if (l === undefined || (o.metricsListen !== undefined && m === undefined)) return undefined;
+  return m ? { listen: l, metricsListen: m } : { listen: l };
+}
+
+export const formatListen = (l: ListenAddress): string => `${l.address.includes(':') ? `[${l.address}]` : l.address}:${l.port}`;
+
+/**
+ * Two TCP listeners that cannot both bind: the same non-zero port, and addresses one socket would take from the
+ * other. "::" is a dual-stack socket in Node (ipv6Only off), so it takes the IPv4 port too; a v4-mapped IPv6
+ * address is its IPv4 address.
+ */
+export function listensOverlap(a: ListenAddress, b: ListenAddress): boolean {
+  if (a.port !== b.port || a.port === 0) return false;
+  const unmapped = (text: string) => {
+    const ip = parseIP(text);
+    return ip.family === 6 && ip.w0 === 0 && ip.w1 === 0 && ip.w2 === 0xffff ? new IP(4, ip.w3) : ip;
+  };
+  const x = formatIP(unmapped(a.address));
+  const y = formatIP(unmapped(b.address));
+  const v4 = (s: string) => !s.includes(':');
+  if (x === y || x === '::' || y === '::') return true;
+  return (x === '0.0.0.0' && v4(y)) || (y === '0.0.0.0' && v4(x));
 }
 
 function ipcSection(c: Checker, v: unknown): IpcConfig | false | undefined {

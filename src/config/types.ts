@@ -255,8 +255,10 @@ export interface HnsCniConfig {
 }
 
 export interface StatusConfig {
-  /** Port 0 picks a free port (the daemon logs the one it got). */
+  /** Everything the endpoint serves. Default 127.0.0.1:9179; port 0 picks a free port (the daemon logs the one it got). */
   listen: ListenAddress;
+  /** A second listener serving only /metrics, /healthz and /readyz (scrapers, kubelet probes). Absent: none. */
+  metricsListen?: ListenAddress;
 }
 
 export interface IpcConfig {

@@ -1,6 +1,7 @@
 // The daemon's side of the cluster: register this node, watch the others, and keep the speaker's peer list equal to
 // the configured peers plus the mesh. Configured peers are passed through untouched, so speaker.reconfigure leaves
 // their sessions alone when only the mesh changes.
+import { isEtcdUrl } from '../store/etcd-auth.ts';
 import { detectAddress } from '../cluster/autodetect.ts';
 import { meshPeers, mergePeers, selectorPeers } from '../cluster/mesh.ts';
 import { ClusterError, checkNode, type ClusterNode, type NodeLayout } from '../cluster/node.ts';
@@ -19,7 +20,8 @@ export interface ClusterDeps {
 
 /** Is the mesh on? Explicit setting, else on exactly when the store is shared (etcd). */
 export function meshEnabled(cfg: Config): boolean {
-  return cfg.bgp?.nodeToNodeMeshEnabled ?? (cfg.ipam?.store ?? '').startsWith('etcd://');
+  // Calico's default: on whenever the nodes share a datastore (etcd, with or without TLS).
+  return cfg.bgp?.nodeToNodeMeshEnabled ?? isEtcdUrl(cfg.ipam?.store ?? '');
 }
 
 /**

@@ -12,7 +12,7 @@ import { describeAttrs } from '../bgp/codec/json.ts';
 import { Speaker, type Logger, type PeerStatus } from '../bgp/speaker.ts';
 import { importCalico } from '../config/calico.ts';
 import { applyCalicoImport } from './calico-merge.ts';
-import { ConfigError, loadConfig, type Config, type ListenAddress, type PoolConfig } from '../config/config.ts';
+import { ConfigError, formatListen, loadConfig, type Config, type ListenAddress, type PoolConfig } from '../config/config.ts';
 import type { FakeHns } from '../hns/fake.ts';
 import type { HnsExecutor } from '../hns/model.ts';
 import type { HcnExecutor as HcnExecutorType } from '../hns/hcn-executor.ts';
@@ -27,7 +27,7 @@ import type { desiredRoutes as DesiredRoutes, RemoteRoutes } from '../linux/desi
 import type { LinuxReconciler } from '../linux/reconcile.ts';
 import { formatIP, formatPrefix, maxLen, parseIP, parsePrefix, type IP, type Prefix } from '../net/ip.ts';
 import type { Rib } from '../rib/rib.ts';
-import { HttpError, StatusServer } from '../status/http.ts';
+import { HttpError, StatusServer, type Listener } from '../status/http.ts';
 import { hostPlatform, type Platform } from '../platform/platform.ts';
 import { addStatusPage } from '../status/ui/serve.ts';
 import { openStore } from '../store/open.ts';
@@ -92,6 +92,10 @@ export interface PoolUsage {
 
 const sameListen = (a: ListenAddress | undefined, b: ListenAddress | undefined) =>
   a?.address === b?.address && a?.port === b?.port;
+
+/** Where c puts one of the status server's listeners; undefined: not opened. */
+const listenOf = (c: Config, which: Listener): ListenAddress | undefined =>
+  !c.status ? undefined : which === 'status' ? c.status.listen : c.status.metricsListen;
 
 const poolKey = (p: Pick<Pool, 'cidr' | 'blockSize' | 'nodeSelector' | 'disabled' | 'natOutgoing' | 'disableBGPExport'>) =>
   JSON.stringify([p.cidr, p.blockSize, p.nodeSelector, p.disabled, p.natOutgoing, p.disableBGPExport]);
@@ -356,9 +360,20 @@ export class Daemon {
   }
 
   private async startStatus(c: Config): Promise<void> {
-    if (!c.status) return;
-    const a = await this.status.listen(c.status.listen.address, c.status.listen.port);
-    this.log.info({ address: a.address, port: a.port }, `status endpoint on http://${a.address.includes(':') ? `[${a.address}]` : a.address}:${a.port}/status`);
+    await this.startListener('status', listenOf(c, 'status'));
+    await this.startListener('metrics', listenOf(c, 'metrics'));
+  }
+
+  /** Open one of the status server's listeners at l (nothing when undefined). */
+  private async startListener(which: Listener, l: ListenAddress | undefined): Promise<void> {
+    if (!l) return;
+    if (which === 'status') {
+      const a = await this.status.listen(l.address, l.port);
+      this.log.info({ address: a.address, port: a.port }, `status endpoint on http://${formatListen(a)}/status`);
+    } else {
+      const a = await this.status.listenMetrics(l.address, l.port);
+      this.log.info({ address: a.address, port: a.port }, `metrics endpoint on http://${formatListen(a)}/metrics (also /healthz, /readyz)`);
+    }
   }
 
   private async startIpc(path: string): Promise<void> {
@@ -670,16 +685,20 @@ export class Daemon {
         await this.speaker.start();
         this.follow(this.speaker.rib);
       }
-      const was = cfg.status ? cfg.status.listen : undefined;
-      const now = next.status ? next.status.listen : undefined;
-      if (!sameListen(was, now)) {
-        await this.status.close();
+      // Only a listener whose address changed is reopened; all moved ones close first, so two may swap ports.
+      const moved = (['status', 'metrics'] as const).filter((w) => !sameListen(listenOf(cfg, w), listenOf(next, w)));
+      if (moved.length) {
+        // Where they are bound now (port 0 in the config got a real port), to go back to exactly that.
+        const bound = new Map(moved.map((w) => [w, (w === 'status' ? this.status.address() : this.status.metricsAddress()) ?? undefined]));
+        for (const w of moved) await this.status.close(w);
         try {
-          await this.startStatus(next);
+          for (const w of moved) await this.startListener(w, listenOf(next, w));
         } catch (e) {
-          // e.g. the new port is taken: keep serving where we were.
-          this.log.error({ err: (e as Error).message, listen: now }, 'status endpoint: cannot move; staying on the old address');
-          await this.startStatus(cfg);
+          // e.g. a new port is taken: keep serving where we were.
+          this.log.error({ err: (e as Error).message, listen: next.status ? next.status : false },
+            'status endpoint: cannot move; staying on the old addresses');
+          for (const w of moved) await this.status.close(w);
+          for (const w of moved) await this.startListener(w, bound.get(w));
           next = { ...next, status: cfg.status };
         }
       }

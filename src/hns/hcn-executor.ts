@@ -13,7 +13,7 @@
 //
 // IDs the planner could not know (a Subnet added earlier in the same plan, an ip-subnet to remove) are looked up by
 // prefix in the network's properties at apply time. Only HCN's NOT_FOUND codes read as "absent" (model.ts).
-import { formatIP, parseIP } from '../net/ip.ts';
+import { type Prefix, formatIP, parseIP } from '../net/ip.ts';
 import { type HcnApi, type HnsHostAttach, type IpHelperApi, type IpInterface, RouteProtocol, hcnQuery } from '../platform/windows-net-api.ts';
 import {
   type ApplyResult,
@@ -28,9 +28,13 @@ import {
   type NetRoute,
   HCN,
   HcnError,
+  OwnedPrefixReader,
   applySequential,
+  endpointNetwork,
+  isOnLinkNextHop,
   parseSnapshot,
   readPrefix,
+  sameId,
   subnetsOf,
 } from './model.ts';
 
@@ -144,6 +148,43 @@ export class HcnExecutor implements HnsExecutor {
       }
     }
     return changed;
+  }
+
+  /**
+   * Uninstall: every endpoint on our network (detached from its namespace first), the network itself, and our
+   * routes on the management vNIC (our metric, destination inside `owned`: the pools and ownedPrefixes). Others'
+   * networks, endpoints and routes are never named. What is already gone counts as done.
+   */
+  async teardown(owned: readonly Prefix[], routeMetric: number): Promise<{ endpoints: number; networks: number; routes: number }> {
+    const actual = await this.read();
+    const done = { endpoints: 0, networks: 0, routes: 0 };
+    const gone = async (f: () => Promise<void>): Promise<boolean> => {
+      try {
+        await f();
+        return true;
+      } catch (e) {
+        if (e instanceof HcnError && e.notFound) return false;
+        throw e;
+      }
+    };
+    for (const net of actual.Networks) {
+      for (const e of actual.Endpoints) {
+        if (!sameId(endpointNetwork(e), net.ID)) continue;
+        const ns = (e as Record<string, unknown>).HostComputeNamespace;
+        if (typeof ns === 'string' && ns !== '') await detach(this.o.hcn, ns, e.ID);
+        if (await gone(() => this.o.hcn.remove('Endpoint', e.ID))) done.endpoints++;
+      }
+      if (await gone(() => this.o.hcn.remove('Network', net.ID!))) done.networks++;
+    }
+    const reader = new OwnedPrefixReader(owned);
+    for (const r of actual.HostRoutes) {
+      if (Number(r.RouteMetric) !== routeMetric || isOnLinkNextHop(r.NextHop) || reader.ownedKey(r.DestinationPrefix) === null) continue;
+      const nic = await this.iface(r.InterfaceAlias);
+      const p = readPrefix(r.DestinationPrefix)!;
+      const row = { family: p.prefix.family, interfaceLuid: nic.luid, interfaceIndex: nic.index, destination: p.key, nextHop: formatIP(parseIP(r.NextHop)), metric: routeMetric, protocol: RouteProtocol.NETMGMT };
+      if (await gone(() => this.o.ipHelper.deleteRoute(row))) done.routes++;
+    }
+    return done;
   }
 
   apply(ops: readonly HnsOp[]): Promise<ApplyResult> {

@@ -1,6 +1,12 @@
 // Who may use the Windows state and config directories: SYSTEM, Administrators and the daemon's own account. Pure
-// logic (the SDDL a new directory is created with, the check of an existing one, the messages) over injected
-// operations; the Win32 calls are ./win32-security.ts (koffi), the icacls fallback is the platform's spawn.
+// logic (the SDDL a new directory is created with, the one access rule over an owner and DACL, the messages) over
+// injected operations; the Win32 calls are ./win32-security.ts (koffi), the icacls fallback is the platform's spawn.
+//
+// The one access rule (files too, ./file-acl.ts; Linux modes, ./posix-access.ts): "others" are every SID but SYSTEM,
+// Administrators and the daemon's own account. Others may never CHANGE what the daemon starts from (the config, the
+// secret files it names, the folders holding them, the store, the run dir): an owner among them, or an allow entry
+// giving them a right in CHANGE_RIGHTS, refuses. Others may not READ (READ_RIGHTS) a secret or the store either; the
+// config and its folders they may read (the config holds no secret: passwords are files of their own).
 //
 // Why each missing path component is created with the DACL (not only the last one): the store or run directory is
 // often the first thing on its path (C:\ProgramData\blockspeaker\run, D:\blockspeaker\store), so a parent created
@@ -106,17 +112,82 @@ export function othersIn(sddl: string, self?: string): { owner?: string; noDacl:
   return out;
 }
 
-/** What makes `sddl` (owner and DACL) wider than SYSTEM, Administrators and `self`; undefined when it is not. */
-export function dirAccessProblem(sddl: string, self?: string): string | undefined {
+// SDDL access-right letters (sddl.h) as mask bits; directory-service letters share their bits with file rights.
+const RIGHTS: Record<string, number> = {
+  GA: 0x1000_0000, GX: 0x2000_0000, GW: 0x4000_0000, GR: 0x8000_0000,
+  SD: 0x1_0000, RC: 0x2_0000, WD: 0x4_0000, WO: 0x8_0000,
+  CC: 0x1, DC: 0x2, LC: 0x4, SW: 0x8, RP: 0x10, WP: 0x20, DT: 0x40, LO: 0x80, CR: 0x100,
+  FA: 0x1f_01ff, FR: 0x12_0089, FW: 0x12_0116, FX: 0x12_00a0,
+  KA: 0xf_003f, KR: 0x2_0019, KW: 0x2_0006, KX: 0x2_0019,
+};
+
+/** An SDDL entry's rights as a mask; a letter we do not know counts as every right (refusing is the safe error). */
+export function rightsMask(rights: string): number {
+  const r = rights.trim().toUpperCase();
+  if (/^0X[0-9A-F]+$/.test(r)) return Number.parseInt(r.slice(2), 16) >>> 0;
+  let mask = 0;
+  for (let i = 0; i < r.length; i += 2) mask |= RIGHTS[r.slice(i, i + 2)] ?? 0xffff_ffff;
+  return mask >>> 0;
+}
+
+/**
+ * Rights that change a file or folder, or what a folder holds: FILE_WRITE_DATA (add file), FILE_APPEND_DATA (add
+ * subdirectory), FILE_WRITE_EA, FILE_DELETE_CHILD, FILE_WRITE_ATTRIBUTES, DELETE, WRITE_DAC, WRITE_OWNER,
+ * GENERIC_WRITE, GENERIC_ALL. Attributes and extended attributes count: nothing the daemon uses needs others to have
+ * them, and write access to attributes is what turns a folder or file into a reparse point.
+ */
+export const CHANGE_RIGHTS = (0x2 | 0x4 | 0x10 | 0x40 | 0x100 | 0x1_0000 | 0x4_0000 | 0x8_0000 | 0x4000_0000 | 0x1000_0000) >>> 0;
+/** Rights that read a file or list a folder: FILE_READ_DATA (list), FILE_READ_EA, FILE_EXECUTE (traverse), GENERIC_READ, GENERIC_EXECUTE, GENERIC_ALL. */
+export const READ_RIGHTS = (0x1 | 0x8 | 0x20 | 0x8000_0000 | 0x2000_0000 | 0x1000_0000) >>> 0;
+
+/** What the rule is applied to. */
+export interface AccessSubject {
+  /** Others may not read it either: a secret file, the store (and the run dir unless its caller says otherwise). */
+  secret: boolean;
+  /** A folder (its inheritable entries shape what it will hold) or a file. */
+  folder: boolean;
+}
+
+/**
+ * The one access rule over `sddl` (owner and DACL): what lets anyone but SYSTEM, Administrators and `self` change the
+ * object or, when `secret`, read it; undefined when nothing does. An owner among the others refuses (an owner may
+ * always rewrite the DACL), and so does a missing DACL; deny entries grant nothing. Inherit-only entries do not
+ * apply to the object itself: they count only on a secret folder (the store), where they give others access to what
+ * the daemon will write into it; on a config folder only those who may add files (refused) could make use of them.
+ */
+export function accessProblem(sddl: string, self: string | undefined, subject: AccessSubject): string | undefined {
   const o = othersIn(sddl, self);
   const problems: string[] = [];
-  if (o.owner !== undefined) problems.push(`its owner is ${who(o.owner)}`);
+  if (o.owner !== undefined) problems.push(`its owner is ${who(o.owner)} (an owner may rewrite the DACL)`);
   if (o.noDacl) problems.push('it has no DACL (everyone has full access)');
   for (const e of o.entries) {
-    const inherited = e.flags.includes('ID') ? ', inherited from its parent' : '';
-    problems.push(`entry (${e.text}) grants ${e.rights} to ${who(e.sid)}${inherited}`);
+    if (e.flags.includes('IO') && !(subject.secret && subject.folder)) continue;
+    const mask = rightsMask(e.rights);
+    const what = [mask & CHANGE_RIGHTS ? 'change' : '', subject.secret && mask & READ_RIGHTS ? 'read' : ''].filter(Boolean).join(' and ');
+    if (!what) continue;
+    const inherited = e.flags.includes('ID') ? `, inherited from its ${subject.folder ? 'parent' : 'folder'}` : '';
+    const only = e.flags.includes('IO') ? ', for what it will hold' : '';
+    problems.push(`entry (${e.text}) grants ${e.rights} (${what}${only}) to ${who(e.sid)}${inherited}`);
   }
   return problems.length ? problems.join('; ') : undefined;
+}
+
+/** accessProblem for a folder: `secret` (the default, the store) or a config folder others may read. */
+export function dirAccessProblem(sddl: string, self?: string, secret = true): string | undefined {
+  return accessProblem(sddl, self, { secret, folder: true });
+}
+
+/** Who may, in words: "SYSTEM, Administrators[ and this daemon's account S-...] only". */
+export function whomText(self: string | undefined): string {
+  return `SYSTEM, Administrators${self && !TRUSTED.has(self.toUpperCase()) ? ` and this daemon's account ${self}` : ''} only`;
+}
+
+/** The refusal of a folder, as the daemon prints it: the path, each entry, what was read back, the fix. */
+export function dirRefusal(dir: string, problem: string, sd: string, self: string | undefined, secret: boolean, made: boolean): string {
+  const lets = secret ? 'lets others read or change it' : 'lets others change it';
+  const state = made ? `was created with the DACL ${ADMIN_ONLY_DIR_SDDL} but reads back wider: it ${lets}` : lets;
+  const must = secret ? `it must be readable and changeable by ${whomText(self)}` : `it must be changeable by ${whomText(self)} (others may read it)`;
+  return `${dir} ${state}: ${problem} (read back: ${sd}); ${must}; refusing to use it. Fix (as Administrator): ${fixCommand(dir)}`;
 }
 
 /** The one command (PowerShell, as Administrator) that gives `dir` the owner and DACL a new state directory gets. */
@@ -148,13 +219,25 @@ export function message(e: unknown): string {
   return (e as Error)?.message ?? String(e);
 }
 
+/** How prepareDir treats a directory. */
+export interface DirOptions {
+  /** Make it and its missing parents (default true); false: only check an existing one (the config file's folder). */
+  create?: boolean;
+  /** Others may read it (never change it). Default: true for a folder only checked, false for one made (the store). */
+  othersMayRead?: boolean;
+}
+
 /**
  * Make `dir` (when `create`) and check it: every missing component created admin-only by CreateDirectoryW with
- * ADMIN_ONLY_DIR_SDDL, then the directory's owner and DACL read back; an existing directory is checked the same way.
- * Throws DirAclError naming the path when it cannot be made, or is (or reads back) open to anyone else. Without koffi
- * it falls back to mkdir then icacls, and says so: the directory has its parent's ACL until icacls runs.
+ * ADMIN_ONLY_DIR_SDDL, then the directory's owner and DACL read back; an existing directory is checked the same way,
+ * by the one access rule (accessProblem): others may never change it, nor read it unless `othersMayRead`. Throws
+ * DirAclError naming the path when it cannot be made, or (reads back) open to others. Without koffi it falls back to
+ * mkdir then icacls, and says so: the directory has its parent's ACL until icacls runs. Only `dir` is read, not the
+ * folders above it (see the README, "State and config directory access on Windows").
  */
-export async function secureStateDir(dir: string, ops: DirOps, create = true): Promise<DirReport> {
+export async function secureStateDir(dir: string, ops: DirOps, opts: DirOptions = {}): Promise<DirReport> {
+  const create = opts.create ?? true;
+  const secret = !(opts.othersMayRead ?? !create);
   const missing: string[] = [];
   for (let p = dir; create && !ops.exists(p); p = path.dirname(p)) {
     missing.unshift(p);
@@ -195,12 +278,9 @@ export async function secureStateDir(dir: string, ops: DirOps, create = true): P
     if (made === undefined) throw new DirAclError('read', `cannot read the ACL of ${dir} to check who else may use it: ${message(e)}; refusing to use it`);
     return { created: made, enforced: true, what: `${dir}: created with the DACL ${ADMIN_ONLY_DIR_SDDL} by CreateDirectoryW (not read back: ${message(e)})` };
   }
-  const problem = dirAccessProblem(sd, self);
-  const whom = `SYSTEM, Administrators${self && !TRUSTED.has(self.toUpperCase()) ? ` and this daemon's account ${self}` : ''} only`;
-  if (problem) {
-    const state = made === undefined ? 'lets others in' : `was created with the DACL ${ADMIN_ONLY_DIR_SDDL} but reads back wider`;
-    throw new DirAclError('acl', `${dir} ${state}: ${problem} (read back: ${sd}); it must be usable by ${whom}; refusing to use it. Fix (as Administrator): ${fixCommand(dir)}`);
-  }
+  const problem = dirAccessProblem(sd, self, secret);
+  if (problem) throw new DirAclError('acl', dirRefusal(dir, problem, sd, self, secret, made !== undefined));
+  const whom = secret ? `read and change: ${whomText(self)}` : `change: ${whomText(self)}; others may read`;
   if (made === undefined) return { enforced: true, what: `${dir}: existing directory checked, ${sd} read back (${whom})` };
   return { created: made, enforced: true, what: `${made}: created with the DACL ${ADMIN_ONLY_DIR_SDDL} in one call (CreateDirectoryW), ${dir} reads back ${sd} (${whom})` };
 }

@@ -12,14 +12,15 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import { fileLocks } from './file-lock.ts';
-import { secureStateDir, type DirReport } from './dir-acl.ts';
+import { secureStateDir, type DirOptions, type DirReport } from './dir-acl.ts';
 import { checkFileAcl } from './file-acl.ts';
+import { checkPosixFile, securePosixDir } from './posix-access.ts';
 import { restrictPipe, type Win32SecurityApi } from './pipe-acl.ts';
 import type { WindowsNetworkingApis } from './windows-net-api.ts';
 import { defaultPaths, HOST_PLATFORM, socketEndpoint, type DefaultPaths, type PlatformId } from './paths.ts';
 
 export type { PlatformId, DefaultPaths } from './paths.ts';
-export type { DirReport } from './dir-acl.ts';
+export type { DirOptions, DirReport } from './dir-acl.ts';
 export { DirAclError } from './dir-acl.ts';
 
 /** What a stop/reload control means to the daemon. */
@@ -87,18 +88,28 @@ export interface Platform {
   secureIpc(endpoint: string): Promise<AccessReport>;
   /**
    * Make a state directory and its missing parents (`create`, the default), or only check an existing one (the
-   * config file's). Windows: each directory made is created admin-only in one call (./dir-acl.ts), and an existing
-   * one open to anyone but SYSTEM, Administrators and this account throws DirAclError. Linux: mkdir -p, umask.
+   * config file's folder), by the one access rule: others (anyone but SYSTEM, Administrators and this account;
+   * Linux: root and this uid) may never change it, nor read it unless `othersMayRead` (default: true for a folder
+   * only checked, false for one made: the store). Throws DirAclError naming the path, the entries or mode bits and the
+   * fix. Windows: each directory made is created admin-only in one call (./dir-acl.ts); only the directory itself is
+   * read. Linux: each missing one is made 0755, the last 0700 unless others may read it; the directory and every
+   * folder above it are checked (./posix-access.ts).
    */
-  prepareDir(dir: string, opts?: { create?: boolean }): Promise<DirReport | undefined>;
+  prepareDir(dir: string, opts?: DirOptions): Promise<DirReport | undefined>;
   /**
-   * Check a file the daemon starts from (its config, the secret files the config names: `secret` is that field).
-   * Windows: an owner or DACL that lets anyone but SYSTEM, Administrators and this account change it (or, for a
-   * secret, read it) throws DirAclError (./file-acl.ts). Linux: nothing (undefined).
+   * Check a file the daemon starts from (its config, the secret files the config names: `secret` is that field) and
+   * its folders: others may change none of them, nor read a secret. Windows: the file's and its folder's owner and
+   * DACL (./file-acl.ts); Linux: the file's mode and owner, and every folder above it (./posix-access.ts). Throws
+   * DirAclError.
    */
   checkFile(file: string, opts?: { secret?: string }): Promise<DirReport | undefined>;
   /** Replace `target` by `tmp` (closed files only). Windows retries briefly: scanners hold files open for a moment. */
   replaceFile(tmp: string, target: string): void;
+  /**
+   * Windows: the owner and DACL (SDDL) of an existing file or directory, and this process's account, read with the
+   * Win32 calls; rejects when they cannot be read (koffi missing, no such path). Linux: rejects (POSIX modes: stat).
+   */
+  readSecurity(file: string): Promise<{ sddl: string; self?: string }>;
   spawn: Spawner;
   /**
    * The Windows dataplane's native APIs (HCN, HNSCall, IP Helper), loaded on first use from System32 by full path
@@ -153,6 +164,12 @@ export interface NetworkingDlls {
   ole32: string;
 }
 
+/** %SystemRoot%\\System32 (default C:\\Windows): where every system DLL we load comes from, by full path. */
+export function system32Dir(env: Record<string, string | undefined>): string {
+  const root = (env.SystemRoot ?? env.SYSTEMROOT ?? env.systemroot)?.trim() || 'C:\\Windows';
+  return `${root.replace(/[\\/]+$/, '')}\\System32`;
+}
+
 /** The test-only variable naming a stand-in for iphlpapi.dll (a file name in System32). */
 export const IPHLPAPI_ENV = 'BLOCKSPEAKER_IPHLPAPI';
 
@@ -163,8 +180,7 @@ export const IPHLPAPI_ENV = 'BLOCKSPEAKER_IPHLPAPI';
  * imports iphlpapi itself, so a stand-in needs its own name); a path there is refused.
  */
 export function networkingDlls(env: Record<string, string | undefined>): NetworkingDlls {
-  const root = (env.SystemRoot ?? env.SYSTEMROOT ?? env.systemroot)?.trim() || 'C:\\Windows';
-  const system32 = `${root.replace(/[\\/]+$/, '')}\\System32`;
+  const system32 = system32Dir(env);
   const standIn = env[IPHLPAPI_ENV]?.trim();
   if (standIn !== undefined && standIn !== '' && (/[\\/:]/.test(standIn) || standIn === '.' || standIn === '..')) {
     throw new Error(`${IPHLPAPI_ENV} must be a DLL file name in ${system32}, not a path: ${JSON.stringify(standIn)}`);
@@ -311,13 +327,12 @@ export function linuxPlatform(d: PlatformDeps = realDeps()): Platform {
     ],
     ipcAccess: 'Unix socket mode 0600 (the daemon\'s user only, usually root)',
     secureIpc: async () => ({ enforced: true, what: 'Unix socket mode 0600 (the daemon\'s user only, usually root)' }),
-    async prepareDir(dir, opts) {
-      if (opts?.create === false) return undefined;
-      const created = d.fs.mkdirSync(dir, { recursive: true });
-      return created === undefined ? undefined : { created, enforced: true, what: `${created}: POSIX permissions from the umask` };
-    },
-    checkFile: async () => undefined,
+    prepareDir: async (dir, opts) => securePosixDir(dir, opts),
+    checkFile: async (file, opts) => checkPosixFile(file, opts),
     replaceFile: (tmp, target) => d.fs.renameSync(tmp, target),
+    readSecurity: async () => {
+      throw new Error('no Windows security descriptors on Linux (POSIX permissions: stat the path)');
+    },
     networking: async () => {
       throw new Error('the HNS dataplane needs Windows: HCN, HNS and IP Helper exist only there (on Linux, routes go through the kernel\'s own table)');
     },
@@ -383,7 +398,7 @@ export function windowsPlatform(d: PlatformDeps = realDeps()): Platform {
           const r = await d.spawn('icacls', icaclsArgs(created));
           return r.code === 0 ? undefined : (r.stderr || r.stdout).trim().split(/\r?\n/)[0] || `exit code ${r.code}`;
         },
-      }, opts?.create ?? true);
+      }, opts);
     },
     checkFile: (file, opts) => checkFileAcl(file, d.win32Security, opts),
     replaceFile(tmp, target) {
@@ -396,6 +411,10 @@ export function windowsPlatform(d: PlatformDeps = realDeps()): Platform {
           d.sleepMs(25);
         }
       }
+    },
+    async readSecurity(file) {
+      const api = await d.win32Security();
+      return { sddl: api.readDirSecurity(file), self: api.userSid() };
     },
     async networking() {
       const dlls = networkingDlls(d.env);

@@ -1,5 +1,7 @@
 // The JSON status endpoint over node:http: read-only views of the running daemon. Handlers are registered by path
 // (exact, or a prefix ending in "/" for /peers/{addr}), so later parts (metrics, ipam, dataplane) add their own.
+// Two listeners share the handlers: status.listen serves every path, status.metricsListen only METRICS_PATHS, so
+// the address scrapers and probes need can be wider than the one that shows routes, peers and IPAM state.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { getHeapStatistics } from 'node:v8';
 import type { AddressInfo } from 'node:net';
@@ -62,10 +64,19 @@ function runtime() {
 /** Most routes /routes returns unless ?limit= says otherwise: a full table as one JSON document is ~200 MB. */
 export const DEFAULT_ROUTE_LIMIT = 10_000;
 
+/** What the metrics listener (status.metricsListen) serves: scrapers and kubelet probes, nothing about routes or peers. */
+export const METRICS_PATHS: ReadonlySet<string> = new Set(['/metrics', '/healthz', '/readyz']);
+
+const NOT_ON_METRICS = 'not served here: this listener (status.metricsListen) serves /metrics, /healthz and /readyz only; ' +
+  'the rest is on the status address (status.listen)\n';
+
+/** The main listener (status.listen, every path) or the metrics one (METRICS_PATHS only). */
+export type Listener = 'status' | 'metrics';
+
 export class StatusServer {
   private readonly exact = new Map<string, Handler>();
   private readonly prefixed: [string, Handler][] = [];
-  private server: Server | null = null;
+  private readonly servers: Record<Listener, Server | null> = { status: null, metrics: null };
 
   constructor(private readonly src: StatusSource) {
     const now = () => (src.now ?? Date.now)();
@@ -114,8 +125,20 @@ export class StatusServer {
     else this.exact.set(path, handler);
   }
 
-  async listen(address: string, port: number): Promise<{ address: string; port: number }> {
-    const server = createServer((req, res) => void this.handle(req, res));
+  /** The main listener: every path. */
+  listen(address: string, port: number): Promise<{ address: string; port: number }> {
+    return this.bind('status', address, port);
+  }
+
+  /** The metrics listener: METRICS_PATHS, with the same handlers; any other path is 404. */
+  listenMetrics(address: string, port: number): Promise<{ address: string; port: number }> {
+    return this.bind('metrics', address, port);
+  }
+
+  private async bind(which: Listener, address: string, port: number): Promise<{ address: string; port: number }> {
+    if (this.servers[which]) throw new Error(`the ${which} listener is already open`);
+    const only = which === 'metrics' ? METRICS_PATHS : undefined;
+    const server = createServer((req, res) => void this.handle(req, res, only));
     // Status requests are short; do not let an idle keep-alive client hold shutdown up.
     server.keepAliveTimeout = 2000;
     await new Promise<void>((resolve, reject) => {
@@ -125,31 +148,48 @@ export class StatusServer {
         resolve();
       });
     });
-    this.server = server;
-    return this.address()!;
+    this.servers[which] = server;
+    return this.boundAddress(which)!;
   }
 
+  /** Where the main listener is bound (null when closed). */
   address(): { address: string; port: number } | null {
-    const a = this.server?.address() as AddressInfo | null | undefined;
+    return this.boundAddress('status');
+  }
+
+  /** Where the metrics listener is bound (null when closed or not configured). */
+  metricsAddress(): { address: string; port: number } | null {
+    return this.boundAddress('metrics');
+  }
+
+  private boundAddress(which: Listener): { address: string; port: number } | null {
+    const a = this.servers[which]?.address() as AddressInfo | null | undefined;
     return a ? { address: a.address, port: a.port } : null;
   }
 
-  async close(): Promise<void> {
-    const s = this.server;
-    if (!s) return;
-    this.server = null;
-    await new Promise<void>((resolve) => {
-      s.close(() => resolve());
-      s.closeAllConnections();
-    });
+  /** Close one listener, or both. */
+  async close(which?: Listener): Promise<void> {
+    await Promise.all((which ? [which] : (['status', 'metrics'] as const)).map(async (w) => {
+      const s = this.servers[w];
+      if (!s) return;
+      this.servers[w] = null;
+      await new Promise<void>((resolve) => {
+        s.close(() => resolve());
+        s.closeAllConnections();
+      });
+    }));
   }
 
-  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  private async handle(req: IncomingMessage, res: ServerResponse, only?: ReadonlySet<string>): Promise<void> {
     let reply: Reply;
     try {
       const url = new URL(req.url ?? '/', 'http://status');
       const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
       url.pathname = path; // handlers see "/peers/10.0.0.2" for "/peers/10.0.0.2/" too
+      if (only && !only.has(path)) {
+        reply = { status: 404, body: NOT_ON_METRICS, contentType: 'text/plain', headers: { 'x-content-type-options': 'nosniff' } };
+        return this.send(req, res, reply);
+      }
       const handler = this.exact.get(path) ?? this.prefixed.find(([p]) => path.startsWith(p) && path.length > p.length)?.[1];
       if (!handler) throw new HttpError(404, `no such endpoint: ${url.pathname} (try /, /status, /peers, /routes, /healthz)`);
       if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -161,6 +201,10 @@ export class StatusServer {
       const status = e instanceof HttpError ? e.status : 500;
       reply = { status, body: { error: e instanceof Error ? e.message : String(e) } };
     }
+    this.send(req, res, reply);
+  }
+
+  private send(req: IncomingMessage, res: ServerResponse, reply: Reply): void {
     const type = reply.contentType ?? 'application/json';
     const body = type === 'application/json' ? JSON.stringify(reply.body, null, 2) + '\n' : String(reply.body);
     res.writeHead(reply.status ?? 200, { ...reply.headers, 'content-type': `${type}; charset=utf-8`, 'cache-control': 'no-store' });

@@ -117,7 +117,8 @@ export class Lab {
     const file = join(this.dir, `${n.name}.yaml`);
     const runDir = join(this.dir, `${n.name}-run`);
     mkdirSync(runDir);
-    for (const [name, text] of Object.entries(files)) writeFileSync(join(this.dir, name), text);
+    // Secret files (passwords): the daemon refuses one others may read (mode & 077).
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(this.dir, name), text, { mode: 0o600 });
     writeFileSync(file, yaml(sock));
     const log = join(this.dir, `${n.name}.log`);
     const child = runInNetns(n.ns, process.execPath, [BIN, 'run', '-c', file, '--run-dir', runDir], { logFile: log, env: childEnv() });

@@ -27,6 +27,7 @@ t.test('the mesh is on for a shared (etcd) store unless turned off; off for the 
   const withStore = (store: string, mesh = '') =>
     parseConfig(`${base('').replace('routerId: 10.0.0.5', `routerId: 10.0.0.5${mesh}`)}ipam: { store: "${store}" }\n`);
   t.equal(meshEnabled(withStore('etcd://127.0.0.1:2379')), true);
+  t.equal(meshEnabled({ ...withStore('etcd://127.0.0.1:2379'), ipam: { ...withStore('etcd://127.0.0.1:2379').ipam!, store: 'etcds://127.0.0.1:2379' } }), true, 'with TLS too, as Calico');
   t.equal(meshEnabled(withStore('etcd://127.0.0.1:2379', ', nodeToNodeMeshEnabled: false')), false);
   t.equal(meshEnabled(withStore('/var/lib/bs')), false);
   t.equal(meshEnabled(withStore('/var/lib/bs', ', nodeToNodeMeshEnabled: true')), true);

@@ -55,7 +55,7 @@ t.test('Windows: the HostProcess DaemonSet and the service installer set NODE_OP
   const options = FLAGS.join(' ');
   const main = daemonSet('deploy/windows/blockspeaker.yaml').containers[0];
   t.same((main.env as Obj[]).find((e) => e.name === 'NODE_OPTIONS'), { name: 'NODE_OPTIONS', value: options });
-  t.match(read('packaging/windows/install.ps1'), `'AppEnvironmentExtra', 'NODE_OPTIONS=${options}'`);
+  t.match(read('packaging/windows/install.ps1'), `-Name 'Environment' -PropertyType MultiString -Value @('NODE_OPTIONS=${options}')`, 'the service\'s environment (its registry Environment value)');
   // NODE_OPTIONS accepts every flag (not all are allowed there: --single-threaded is not), and gives the same heap as
   // the command line: V8's heap limit counts the young generation (3 x the semi-space), so it shows the flag works.
   const limit = (args: string[], nodeOptions?: string) => {

@@ -45,13 +45,14 @@ t.test('stop controls: Windows has no SIGTERM; Ctrl+C, Ctrl+Break and console cl
   t.same(l, { SIGTERM: 'restart', SIGINT: 'withdraw', SIGHUP: 'reload' });
 });
 
-t.test('state directories: Linux makes them with the umask; the Windows fallback command is icacls', async (t) => {
+t.test('state directories: Linux makes them 0700 (parents 0755) and checks them; the Windows fallback command is icacls', async (t) => {
   t.same(icaclsArgs('C:\\ProgramData\\blockspeaker'), ['C:\\ProgramData\\blockspeaker', '/inheritance:r', '/grant:r', `*${SID_SYSTEM}:(OI)(CI)F`, `*${SID_ADMINISTRATORS}:(OI)(CI)F`]);
   const dir = tmpDir(t);
   const linux = linuxPlatform();
-  t.same(await linux.prepareDir(path.join(dir, 'a', 'b')), { created: path.join(dir, 'a'), enforced: true, what: `${path.join(dir, 'a')}: POSIX permissions from the umask` });
-  t.equal(await linux.prepareDir(path.join(dir, 'a', 'b')), undefined, 'an existing directory: nothing to say');
-  t.equal(await linux.prepareDir(path.join(dir, 'c'), { create: false }), undefined);
+  t.match(await linux.prepareDir(path.join(dir, 'a', 'b')), { created: path.join(dir, 'a'), enforced: true, what: /created by mkdir with mode 0755, .*b 0700;/ });
+  t.equal(fs.statSync(path.join(dir, 'a', 'b')).mode & 0o077, 0, 'nobody else may enter the store');
+  t.match(await linux.prepareDir(path.join(dir, 'a', 'b')), { created: undefined, enforced: true, what: /existing directory checked/ }, 'an existing directory is checked (test/platform/posix-access.test.ts)');
+  await t.rejects(linux.prepareDir(path.join(dir, 'c'), { create: false }), { name: 'DirAclError', reason: 'read' });
   t.notOk(fs.existsSync(path.join(dir, 'c')), 'create: false makes nothing');
 });
 

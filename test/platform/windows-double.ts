@@ -3,6 +3,8 @@
 //   - rename onto, or over, a file that is open anywhere fails with EPERM (and a rename of an open file too);
 //   - removing an open file fails with EPERM (conservative: libuv's FILE_SHARE_DELETE would allow a pending delete);
 //   - LockFileEx needs a handle with read or write access: an append-only handle ('a', 'as') gets EACCES;
+//   - a running executable (execute()) may be renamed (its image stays mapped, the process keeps running) but not
+//     removed, renamed over, nor opened for writing (EBUSY), until the process exits;
 //   - no SIGTERM (the platform's controls), boot time from the uptime, host names in upper case.
 // Open handles are tracked per double, which stands for every process on the "machine": stores opened with the
 // same double see each other's open files.
@@ -31,6 +33,12 @@ export interface WindowsDouble {
   win32: Win32SecurityApi;
   /** The DLL paths each platform.networking() call asked for. */
   networkingLoads: NetworkingDlls[];
+  /**
+   * A process starts running the executable at `file`: until exit(), the file follows Windows' rules for a mapped
+   * image (renamed: yes, and the process keeps running it under the new name; removed, replaced or written: no).
+   * path(): where the running image's file is now.
+   */
+  execute(file: string): { path(): string; exit(): void };
 }
 
 /** What Windows reads back from a directory given icaclsArgs() (or ADMIN_ONLY_DIR_SDDL) by an administrator. */
@@ -65,12 +73,14 @@ export interface WindowsDoubleOptions {
   networking?: (dlls: NetworkingDlls) => Promise<WindowsNetworkingApis>;
 }
 
-function winError(code: 'EPERM' | 'EACCES', syscall: string, what: string): NodeJS.ErrnoException {
-  return Object.assign(new Error(`${code}: ${code === 'EPERM' ? 'operation not permitted' : 'permission denied'}, ${syscall} ${what}`), {
-    code,
-    syscall,
-    errno: code === 'EPERM' ? -1 : -13,
-  });
+const WIN_ERRORS = {
+  EPERM: { text: 'operation not permitted', errno: -1 },
+  EACCES: { text: 'permission denied', errno: -13 },
+  EBUSY: { text: 'resource busy or locked', errno: -16 },
+};
+
+function winError(code: keyof typeof WIN_ERRORS, syscall: string, what: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(`${code}: ${WIN_ERRORS[code].text}, ${syscall} ${what}`), { code, syscall, errno: WIN_ERRORS[code].errno });
 }
 
 export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
@@ -104,7 +114,9 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
     userSid: () => opts.userSid ?? 'S-1-5-18',
   };
   const isOpen = (p: string) => [...open.values()].some((o) => o.path === path.resolve(p));
-  const refuse = (code: 'EPERM' | 'EACCES', syscall: string, what: string) => {
+  const images = new Set<{ path: string }>();
+  const isRunning = (p: string) => [...images].some((i) => i.path === path.resolve(p));
+  const refuse = (code: keyof typeof WIN_ERRORS, syscall: string, what: string) => {
     refused.push(`${syscall} ${what}`);
     return winError(code, syscall, what);
   };
@@ -112,6 +124,7 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
     ...real,
     fs: {
       openSync(p, flags) {
+        if (isRunning(p) && flags !== 'r' && fs.existsSync(p)) throw refuse('EBUSY', 'open', `'${p}' (a running executable, opened '${flags}')`);
         const fd = fs.openSync(p, flags);
         open.set(fd, { path: path.resolve(p), flags });
         return fd;
@@ -123,10 +136,13 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
       renameSync(from, to) {
         if (isOpen(to) && fs.existsSync(to)) throw refuse('EPERM', 'rename', `'${from}' -> '${to}' (target open)`);
         if (isOpen(from)) throw refuse('EPERM', 'rename', `'${from}' -> '${to}' (source open)`);
+        if (isRunning(to) && fs.existsSync(to)) throw refuse('EPERM', 'rename', `'${from}' -> '${to}' (target is a running executable)`);
         fs.renameSync(from, to);
+        for (const i of images) if (i.path === path.resolve(from)) i.path = path.resolve(to); // a running image may move
       },
       unlinkSync(p) {
         if (isOpen(p) && fs.existsSync(p)) throw refuse('EPERM', 'unlink', `'${p}' (open)`);
+        if (isRunning(p) && fs.existsSync(p)) throw refuse('EPERM', 'unlink', `'${p}' (a running executable)`);
         fs.unlinkSync(p);
       },
       readdirSync: (d) => fs.readdirSync(d),
@@ -170,5 +186,11 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
   // A pipe name becomes a socket file in pipeDir, for the server's bind and for clients alike.
   const inPipeDir = (p: string) => path.join(pipeDir!, socketEndpoint(p, 'win32').replace(/^\\\\\.\\pipe\\/, ''));
   const withPipes: Platform = pipeDir ? { ...platform, ipcListenPath: inPipeDir } : platform;
-  return { platform: withPipes, spawned, refused, pipeDacls, createdDirs, dirSecurity, win32: keepAsWine, networkingLoads, openPaths: () => [...open.values()].map((o) => o.path) };
+  const execute = (file: string) => {
+    if (!fs.existsSync(file)) throw Object.assign(new Error(`ENOENT: no such file, execute '${file}'`), { code: 'ENOENT' });
+    const image = { path: path.resolve(file) };
+    images.add(image);
+    return { path: () => image.path, exit: () => void images.delete(image) };
+  };
+  return { platform: withPipes, spawned, refused, pipeDacls, createdDirs, dirSecurity, win32: keepAsWine, networkingLoads, execute, openPaths: () => [...open.values()].map((o) => o.path) };
 }

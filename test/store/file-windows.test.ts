@@ -90,7 +90,7 @@ function snapshotDir(dir: string): Map<string, Buffer> {
 }
 
 function restoreDir(files: Map<string, Buffer>, dir: string): void {
-  fs.mkdirSync(dir, { recursive: true });
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 }); // a store nobody else may read (Linux refuses a 0755 one)
   for (const [n, b] of files) fs.writeFileSync(path.join(dir, n), b);
 }
 

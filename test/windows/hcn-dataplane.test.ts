@@ -260,6 +260,23 @@ ipc: { path: '${pipe}' }
     const prefixes = (net6.Ipams ?? []).flatMap((i: Json) => i.Subnets ?? []).map((x: Json) => x.IpAddressPrefix).sort();
     t.same(prefixes, ['10.244.0.0/24', 'fd00:10::/64'], 'each family\'s Subnet in the one network');
     t.equal((await cni('DEL', dual.id, dual.ns)).code, 0, 'and its DEL');
+
+    // Uninstall: with the daemon stopped, `hns teardown` removes our network, its endpoints and our routes, and
+    // nothing else (the host's own routes stay).
+    const left = { ns: sd.addNamespace(), id: containerId(300) };
+    t.equal((await cni('ADD', left.id, left.ns, runtimeConfig(300))).code, 0, 'a pod still running at uninstall');
+    peer.announce(remote);
+    await until('a learned route to tear down', 60_000, () => ours().length === 1);
+    process.kill(daemon!.pid, 'SIGINT');
+    await daemon!.exited;
+    daemon = null;
+    const td = await runWine(exe.cli, ['hns', 'teardown', '-c', zPath(config)], { env: standinEnv(sd.port), timeoutMs: 120_000 });
+    t.equal(td.code, 0, `hns teardown: ${td.stdout}${td.stderr.slice(-500)}`);
+    t.match(JSON.parse(td.stdout || '{}'), { network: NET, removed: { networks: 1, routes: 1 } });
+    t.same(sd.state.networks.filter((n: Json) => n.Name === NET), [], 'the network is gone');
+    t.same(sd.state.endpoints, [], 'and every endpoint on it, the attached pod\'s too');
+    t.same(ours(), [], 'our route is gone');
+    t.ok(sd.state.routes.some((r) => r.destination === '0.0.0.0/0'), 'the host\'s default route stays');
   });
 }
 

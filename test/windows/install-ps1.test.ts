@@ -1,8 +1,8 @@
 // packaging/windows/install.ps1 cannot run here (no PowerShell, no Service Control Manager), so its text is checked:
 // a small PowerShell tokenizer proves strings, comments and brackets are well formed and catches "$name:" inside a
 // double-quoted string (PowerShell reads that as a scope-qualified variable and refuses the script); then the
-// service it installs is the one the README promises: `blockspeaker.exe run -c <config>` as LocalSystem, stopped
-// with Ctrl+C (a restart for the BGP peers), restarted on failure by NSSM and by the SCM.
+// service it installs is the one the README promises: `blockspeaker.exe run --service NAME -c <config>` as
+// LocalSystem (the daemon answers the SCM itself), restarted on failure by the SCM; upgrades and uninstalls in place.
 import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -98,18 +98,23 @@ t.test('install.ps1 installs the service the README describes', async (t) => {
   for (const a of ['install', 'uninstall', 'start', 'stop']) t.match(script, new RegExp(`\\n  '${a}' \\{`), `switch handles ${a}`);
   t.match(script, /\[string\]\$Config = 'C:\\ProgramData\\blockspeaker\\node\.yaml'/, 'default config path');
 
-  // Every "nssm set" names a parameter NSSM knows, and the ones that make the service right are there.
-  const sets = [...script.matchAll(/@\('set', \$ServiceName, '(\w+)'(?:, ([^)]*))?\)/g)].map((m) => [m[1]!, (m[2] ?? '').trim()]);
-  const known = ['AppParameters', 'AppDirectory', 'DisplayName', 'ObjectName', 'Start', 'AppStopMethodConsole', 'AppExit',
-    'AppRestartDelay', 'AppStdout', 'AppStderr', 'AppRotateFiles', 'AppRotateBytes', 'AppEnvironmentExtra'];
-  for (const [name] of sets) t.ok(known.includes(name), `nssm parameter ${name} exists`);
-  const set = Object.fromEntries(sets);
-  t.equal(set.AppParameters, '"run -c `"$Config`""', 'runs: blockspeaker.exe run -c <config>');
-  t.equal(set.ObjectName, "'LocalSystem'");
-  t.equal(set.Start, "'SERVICE_AUTO_START'");
-  t.match(set.AppStopMethodConsole, /^'\d{4,5}'$/, 'a stop is Ctrl+C with seconds to close sessions');
-  t.equal(set.AppExit, "'Default', 'Restart'", 'any exit restarts the program');
-  t.match(script, /\$nssmExe @\('install', \$ServiceName, \$Exe\)/, 'nssm hosts blockspeaker.exe');
+  // No wrapper: blockspeaker.exe is the service (run --service, answering the SCM itself; test/windows/service.test.ts
+  // runs that under wine's SCM), created with sc.exe, whose option words end in "=" and take their value after.
+  t.notMatch(script, /nssm/i, 'no NSSM');
+  t.match(script, /\$bin = "`"\$Exe`" run --service \$ServiceName -c `"\$Config`" --log-file `"\$\(Join-Path \$StateDir 'blockspeaker\.log'\)`""/, 'runs: blockspeaker.exe run --service NAME -c <config> --log-file <state>\\blockspeaker.log');
+  t.match(script, /Invoke-Tool 'sc\.exe' @\('create', \$ServiceName, 'binPath=', \$bin, 'start=', 'auto', 'obj=', 'LocalSystem'/, 'sc.exe create, auto start, LocalSystem');
+  t.match(script, /Invoke-Tool 'sc\.exe' @\('config', \$ServiceName, 'binPath=', \$bin/, 'an installed service is reconfigured in place (upgrade)');
+  // Upgrade: the service is stopped before anything it holds is replaced, and started again if it ran.
+  const install = script.slice(script.indexOf('function Install-Blockspeaker'), script.indexOf('function Uninstall-Blockspeaker'));
+  t.ok(install.indexOf('if ($upgrade) { Stop-Installed }') >= 0 && install.indexOf('if ($upgrade) { Stop-Installed }') < install.indexOf("'install-cni'"), 'stop before replacing files');
+  t.match(install, /if \(\$wasRunning\) \{ Start-Service -Name \$ServiceName \}/, 'start again after an upgrade');
+  t.match(install, /Invoke-Tool \$Exe @\('install-cni', '--bin-dir', \$CniBinDir\)/, 'the CNI plugin through install-cni (the Windows replace rule)');
+  // Uninstall: the service, the CNI files, the HNS network with endpoints and routes; state only on request.
+  const uninstall = script.slice(script.indexOf('function Uninstall-Blockspeaker'));
+  t.match(uninstall, /Invoke-Tool \$Exe @\('hns', 'teardown', '-c', \$Config\)/, 'HNS network, endpoints and routes (hns teardown)');
+  t.match(uninstall, /Invoke-Tool 'sc\.exe' @\('delete', \$ServiceName\)/, 'the service');
+  for (const f of ["'blockspeaker.exe'", "'blockspeaker-cni.exe'", "'10-blockspeaker.conflist'"]) t.ok(uninstall.includes(f), `removes ${f}`);
+  t.match(uninstall, /if \(\$RemoveState\) \{ Remove-Item -Recurse -Force \$StateDir \}/, 'the state folder only with -RemoveState');
 
   // sc.exe wants "reset=" and "actions=" as words of their own, followed by their values.
   const failure = /Invoke-Tool 'sc\.exe' @\('failure', \$ServiceName, 'reset=', '(\d+)', 'actions=', '([^']+)'\)/.exec(script);
