@@ -195,21 +195,22 @@ export function windowsCniHandlers(o: WindowsCniOptions): Record<string, IpcHand
     return net;
   }
 
-  /** Our endpoints with this name on this network (HCN does not keep names unique, so all of them). */
-  async function endpointsNamed(name: string, net: CniNetwork): Promise<ParsedEndpoint[]> {
-    const ids = await hcn.enumerate('Endpoint', hcnQuery({ Name: name }));
+  /** The endpoints an HCN query names, parsed; one deleted between the enumeration and its query is skipped. */
+  async function endpointsOf(query: string): Promise<ParsedEndpoint[]> {
     const out: ParsedEndpoint[] = [];
-    for (const id of ids) {
-      let ep: ParsedEndpoint;
+    for (const id of await hcn.enumerate('Endpoint', query)) {
       try {
-        ep = parseEndpoint(await hcn.query('Endpoint', id));
+        out.push(parseEndpoint(await hcn.query('Endpoint', id)));
       } catch (e) {
-        if (isNotFound(e)) continue;
-        throw e;
+        if (!isNotFound(e)) throw e;
       }
-      if (ep.name === name && sameId(ep.network, net.id)) out.push(ep);
     }
     return out;
+  }
+
+  /** Our endpoints with this name on this network (HCN does not keep names unique, so all of them). */
+  async function endpointsNamed(name: string, net: CniNetwork): Promise<ParsedEndpoint[]> {
+    return (await endpointsOf(hcnQuery({ Name: name }))).filter((ep) => ep.name === name && sameId(ep.network, net.id));
   }
 
   /** Whether the namespace lists the endpoint; null when the namespace does not exist. */
@@ -457,14 +458,7 @@ export function windowsCniHandlers(o: WindowsCniOptions): Record<string, IpcHand
         const host = `${net.name}_ep`.toLowerCase();
         // All endpoints, each one's network read from its properties: hcsshim lists a network's endpoints with the
         // V1 field name (a VirtualNetwork filter, "until query can convert schema"), which we do not depend on.
-        for (const id of await hcn.enumerate('Endpoint', hcnQuery())) {
-          let ep: ParsedEndpoint;
-          try {
-            ep = parseEndpoint(await hcn.query('Endpoint', id));
-          } catch (e) {
-            if (isNotFound(e)) continue;
-            throw e;
-          }
+        for (const ep of await endpointsOf(hcnQuery())) {
           const n = ep.name;
           if (!sameId(ep.network, net.id) || !isAttachmentName(n) || (ep.flags & ENDPOINT_FLAG_REMOTE) !== 0) continue;
           const lower = n.toLowerCase();

@@ -18,37 +18,12 @@ import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { driveC, runWine, startWine, windowsDist, windowsNode, zPath } from '../../packaging/windows/wine.ts';
+import { driveC, runWine, startWine, zPath } from '../../packaging/windows/wine.ts';
 import { dirAccessProblem, dirRefusal, fixCommand } from '../../src/platform/dir-acl.ts';
 import { freePort } from '../store/etcd-harness.ts';
+import { readAcls } from './acl-reader.ts';
 import { exe, parseLog, until, windowsReady } from './harness.ts';
 
-/** Reads a directory's owner and DACL, and this process's account, with its own Win32 calls: prints JSON. */
-const READER = `
-const m = { exports: {} };
-process.dlopen(m, process.argv[2]);
-const koffi = m.exports;
-const k32 = koffi.load('kernel32.dll'), adv = koffi.load('advapi32.dll');
-const GetLastError = k32.func('uint32_t GetLastError()');
-const Named = adv.func('uint32_t GetNamedSecurityInfoW(const char16_t *n, int t, uint32_t i, void *o, void *g, void *d, void *s, _Out_ void **sd)');
-const ToString = adv.func('int ConvertSecurityDescriptorToStringSecurityDescriptorW(void *sd, uint32_t r, uint32_t i, _Out_ void **s, _Out_ uint32_t *l)');
-const OpenProcessToken = adv.func('int OpenProcessToken(void *p, uint32_t a, _Out_ void **h)');
-const GetCurrentProcess = k32.func('void *GetCurrentProcess()');
-const GetTokenInformation = adv.func('int GetTokenInformation(void *h, int c, void *b, uint32_t l, _Out_ uint32_t *r)');
-const SidToString = adv.func('int ConvertSidToStringSidW(void *sid, _Out_ void **s)');
-const out = {};
-for (const dir of process.argv.slice(3)) {
-  const sd = [null], str = [null];
-  const rc = Named(dir, 1 /* SE_FILE_OBJECT */, 5 /* OWNER | DACL */, null, null, null, null, sd);
-  out[dir] = rc !== 0 ? 'error ' + rc : ToString(sd[0], 1, 5, str, [0]) ? koffi.decode(str[0], 'char16_t', -1) : 'convert error ' + GetLastError();
-}
-const h = [null], buf = koffi.alloc('uint8_t', 256), s = [null];
-OpenProcessToken(GetCurrentProcess(), 8 /* TOKEN_QUERY */, h);
-GetTokenInformation(h[0], 1 /* TokenUser */, buf, 256, [0]);
-SidToString(koffi.decode(buf, 'void *'), s);
-out.user = koffi.decode(s[0], 'char16_t', -1);
-console.log(JSON.stringify(out));
-`;
 
 if (windowsReady(t)) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bs-windows-diracl-'));
@@ -58,11 +33,8 @@ if (windowsReady(t)) {
     fs.rmSync(path.join(driveC(), top), { recursive: true, force: true });
     fs.rmSync(path.join(driveC(), `${top}-wide`), { recursive: true, force: true });
   });
-  fs.writeFileSync(path.join(dir, 'reader.cjs'), READER);
-  const read = async (...dirs: string[]) => {
-    const r = await runWine(windowsNode(), [zPath(path.join(dir, 'reader.cjs')), zPath(path.join(windowsDist, 'koffi.node')), ...dirs], { timeoutMs: 300_000 });
-    return JSON.parse(r.stdout || '{}') as Record<string, string>;
-  };
+  // Owners and DACLs read back by a program of its own (not the code under test).
+  const read = (...dirs: string[]) => readAcls(dir, ...dirs);
   /** A node config in `cfgDir` (a Linux directory, seen through Z:) with its store at `store`. */
   const config = (cfgDir: string, store: string, statusPort: number) => {
     const file = path.join(cfgDir, `node-${statusPort}.yaml`);
