@@ -10,7 +10,39 @@ import net from 'node:net';
 import { hostPlatform, type Platform } from '../platform/platform.ts';
 import { ipcRequest } from './client.ts';
 import type { Request, Response, StatusReply } from './protocol.ts';
-import { Deframer, frame, INIT_TAG, T_CONNECTION, T_END, T_PING, T_PONG, T_REQUEST, T_RESPONSE, type Packet } from './wire.ts';
+import { Deframer, FrameTooLargeError, frame, INIT_TAG, T_CONNECTION, T_END, T_PING, T_PONG, T_REQUEST, T_RESPONSE, type Packet } from './wire.ts';
+
+// Per-connection limits (issue 27). The socket is mode 0600 / a pipe for SYSTEM and Administrators, so these bound
+// what a buggy or hostile local client of that kind can cost the daemon, not who may connect.
+
+/**
+ * Largest request frame, 1 MiB (etcd's own request limit is 1.5 MiB). Our largest real request is a CNI call with its
+ * netconf and prevResult, a few KB. A length tag announcing more closes the connection before any of the body is read:
+ * without a limit, one never-ending 48 MB frame cost the daemon 12.4 s of CPU and held 64 MB.
+ */
+export const IPC_MAX_FRAME_BYTES = 1024 * 1024;
+
+/**
+ * A connection with no request in flight that completes no packet for this long is closed (an END packet says why).
+ * The CLI (also `top`, once per redraw) and the CNI plugin open a connection per call, and there is no watch or
+ * subscription method, so nothing of ours holds one idle; a slow request (a CNI ADD waiting on the dataplane) is not
+ * idle, the timer stops while a response is pending. Bytes of an unfinished frame do not count as activity.
+ */
+export const IPC_IDLE_TIMEOUT_MS = 5 * 60_000;
+
+/**
+ * Requests in flight on one connection; one more is answered BUSY without running it. The CNI plugin and the CLI send
+ * one request at a time; 64 leaves room for a client that pipelines, and bounds the handlers one connection can start.
+ */
+export const IPC_MAX_IN_FLIGHT = 64;
+
+export interface IpcLimits {
+  maxFrameBytes: number;
+  idleTimeoutMs: number;
+  maxInFlight: number;
+}
+
+const DEFAULT_LIMITS: IpcLimits = { maxFrameBytes: IPC_MAX_FRAME_BYTES, idleTimeoutMs: IPC_IDLE_TIMEOUT_MS, maxInFlight: IPC_MAX_IN_FLIGHT };
 
 /** A method handler: gets the request's params, returns the result (or throws an error with a `code`). */
 export type IpcHandler = (params: any, ctx: { connectionId: string }) => unknown;
@@ -22,6 +54,8 @@ export interface IpcServerOptions {
   onError?: (err: unknown, method?: string) => void;
   /** Default: this machine's. */
   platform?: Platform;
+  /** For tests only: override the per-connection limits (IPC_MAX_FRAME_BYTES, IPC_IDLE_TIMEOUT_MS, IPC_MAX_IN_FLIGHT). */
+  limits?: Partial<IpcLimits>;
 }
 
 export interface IpcServer {
@@ -165,7 +199,8 @@ export async function startIpcServer(opts: IpcServerOptions): Promise<IpcServer>
   const server = net.createServer();
   const sockets = new Set<net.Socket>();
   server.on('error', (err: unknown) => opts.onError?.(err));
-  server.on('connection', (sock) => serveConnection(sock, sockets, onRequest, opts.onError));
+  const limits: IpcLimits = { ...DEFAULT_LIMITS, ...opts.limits };
+  server.on('connection', (sock) => serveConnection(sock, sockets, onRequest, limits, opts.onError));
 
   // The socket is created with mode 0600 from the start (umask around the synchronous bind inside start()),
   // and chmod'ed again after listen for filesystems that ignore the umask.
@@ -230,20 +265,45 @@ export async function startIpcServer(opts: IpcServerOptions): Promise<IpcServer>
 
 let connectionSeq = 0;
 
-/** One client: the "IPC" tag, the handshake, then requests answered in any order (pings too). */
-function serveConnection(sock: net.Socket, sockets: Set<net.Socket>, onRequest: (req: Request, conn: { id: string }) => Promise<Response>, onError?: (err: unknown, method?: string) => void): void {
+/**
+ * One client: the "IPC" tag, the handshake, then requests answered in any order (pings too), within `limits`: a frame
+ * over the size limit or an idle connection is told why (an END packet, as on shutdown) and closed; a request over the
+ * in-flight cap is answered BUSY.
+ */
+function serveConnection(sock: net.Socket, sockets: Set<net.Socket>, onRequest: (req: Request, conn: { id: string }) => Promise<Response>, limits: IpcLimits, onError?: (err: unknown, method?: string) => void): void {
   sockets.add(sock);
   const conn = { id: `${process.pid.toString(36)}-${(connectionSeq++).toString(36)}` };
-  const deframer = new Deframer();
+  const deframer = new Deframer({ maxFrameBytes: limits.maxFrameBytes });
   let tagged = false;
   let head = Buffer.alloc(0);
   let ready = false;
+  let inFlight = 0;
+  let closing = false;
+  let busyLogged = false;
   const send = (p: Packet) => {
     if (!sock.destroyed && sock.writable) sock.write(frame(p));
   };
-  sock.on('close', () => sockets.delete(sock));
+  /** Tell the client why, stop reading, and close (at once if it does not take the END packet within 100 ms). */
+  const closeWith = (reason: string) => {
+    if (closing) return;
+    closing = true;
+    clearTimeout(idle);
+    sock.pause();
+    if (sock.writable) sock.end(frame({ t: T_END, d: { m: reason, a: false } }));
+    setTimeout(() => sock.destroy(), 100).unref();
+  };
+  // Restarted by every complete packet and whenever the last pending response goes out.
+  const idle = setTimeout(() => {
+    if (inFlight === 0) closeWith(`idle for ${limits.idleTimeoutMs >= 1000 ? `${Math.round(limits.idleTimeoutMs / 1000)} s` : `${limits.idleTimeoutMs} ms`} with no request; closed`);
+  }, limits.idleTimeoutMs).unref();
+  sock.on('close', () => {
+    closing = true; // nothing re-arms the idle timer now
+    clearTimeout(idle);
+    sockets.delete(sock);
+  });
   sock.on('error', (err) => onError?.(err));
   sock.on('data', (chunk: Buffer) => {
+    if (closing) return;
     if (!tagged) {
       head = Buffer.concat([head, chunk]);
       if (head.length < INIT_TAG.length) return;
@@ -254,15 +314,23 @@ function serveConnection(sock: net.Socket, sockets: Set<net.Socket>, onRequest: 
       }
       tagged = true;
       chunk = head.subarray(INIT_TAG.length);
+      head = Buffer.alloc(0);
     }
     let packets: Packet[];
     try {
       packets = deframer.push(chunk);
     } catch (e) {
+      if (e instanceof FrameTooLargeError) {
+        const why = `${e.message}; connection closed`;
+        onError?.(new Error(`control socket: ${why}`));
+        closeWith(why);
+        return;
+      }
       onError?.(new Error(`control socket: ${(e as Error).message}; connection closed`));
       sock.destroy();
       return;
     }
+    if (packets.length && !closing) idle.refresh();
     for (const p of packets) {
       if (p.t === T_CONNECTION) {
         ready = true;
@@ -272,7 +340,19 @@ function serveConnection(sock: net.Socket, sockets: Set<net.Socket>, onRequest: 
       } else if (!ready) {
         onError?.(new Error('control socket: a packet before the handshake; ignored'));
       } else if (p.t === T_REQUEST) {
-        void onRequest(p.d as Request, conn).then((r) => send({ t: T_RESPONSE, d: r, ...(p.n ? { n: p.n } : {}) }), (err) => onError?.(err));
+        const n = p.n ? { n: p.n } : {};
+        if (inFlight >= limits.maxInFlight) {
+          if (!busyLogged) onError?.(new Error(`control socket: more than ${limits.maxInFlight} requests in flight on one connection; answered BUSY`));
+          busyLogged = true;
+          send({ t: T_RESPONSE, d: { ok: false, error: { code: 'BUSY', message: `${limits.maxInFlight} requests are already in flight on this connection; retry when one is answered` } } satisfies Response, ...n });
+          continue;
+        }
+        inFlight++;
+        void onRequest(p.d as Request, conn)
+          .then((r) => send({ t: T_RESPONSE, d: r, ...n }), (err) => onError?.(err))
+          .finally(() => {
+            if (--inFlight === 0 && !closing) idle.refresh();
+          });
       } else if (p.t === T_PING) {
         send({ t: T_PONG, d: p.d, ...(p.n ? { n: p.n } : {}) });
       }

@@ -41,37 +41,85 @@ export class WireError extends Error {
   override name = 'WireError';
 }
 
-/** Cuts a byte stream into packets. push() returns the complete ones; it throws WireError on a frame that is not JSON. */
+/** A length tag announcing more than the Deframer's limit: thrown as soon as the tag says so, before any of the body. */
+export class FrameTooLargeError extends WireError {
+  override name = 'FrameTooLargeError';
+  constructor(
+    /** What the tag announces, at least (the tag is not read to its end once it is over the limit). */
+    readonly atLeast: number,
+    readonly limit: number,
+  ) {
+    super(`a frame of at least ${atLeast} bytes, over the ${limit}-byte limit`);
+  }
+}
+
+/** Node's own cap on one Buffer: a length past it could never be joined, whatever the caller's limit. */
+const MAX_BUFFER = 2 ** 31 - 1;
+
+export interface DeframerOptions {
+  /** Largest frame body accepted, in bytes; a tag announcing more throws FrameTooLargeError. Default: no limit (only Node's Buffer size). */
+  maxFrameBytes?: number;
+}
+
+/**
+ * Cuts a byte stream into packets. push() returns the complete ones; it throws WireError on a frame that is not JSON,
+ * and FrameTooLargeError as soon as a length tag announces more than `maxFrameBytes`.
+ *
+ * A frame's body is kept as a list of the chunks it arrived in with a running length, joined once when the frame is
+ * whole: a large frame that arrives in many small chunks costs O(n), not the O(n²) of concatenating per chunk. The tag
+ * is read one byte at a time as it comes (a few bytes: it is refused once over the limit), so nothing is buffered for
+ * a frame that is too large.
+ */
 export class Deframer {
-  private buf: Buffer = Buffer.alloc(0);
+  private readonly max: number;
+  /** The body's length once its tag is complete, -1 while reading a tag. */
+  private need = -1;
+  /** The tag's value so far. */
+  private len = 0;
+  private parts: Buffer[] = [];
+  private have = 0;
+
+  constructor(opts: DeframerOptions = {}) {
+    this.max = Math.min(opts.maxFrameBytes ?? Infinity, MAX_BUFFER);
+  }
 
   push(chunk: Buffer): Packet[] {
-    this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
     const out: Packet[] = [];
-    for (;;) {
-      let len = 0;
-      let i = 0;
-      let done = false;
-      for (; i < this.buf.length; i++) {
-        const b = this.buf[i]!;
-        len = len * 128 + (b & 127);
-        if (b & 128) {
-          done = true;
-          i++;
-          break;
-        }
+    let off = 0;
+    while (off < chunk.length) {
+      if (this.need < 0) {
+        const b = chunk[off++]!;
+        this.len = this.len * 128 + (b & 127);
+        // Digits come most significant first, so the final length is at least this: refuse now.
+        if (this.len > this.max) throw new FrameTooLargeError(this.len, this.max);
+        if (!(b & 128)) continue;
+        this.need = this.len;
+        this.len = 0;
+        if (this.need > 0) continue;
+      } else {
+        const take = Math.min(this.need - this.have, chunk.length - off);
+        this.parts.push(chunk.subarray(off, off + take));
+        this.have += take;
+        off += take;
+        if (this.have < this.need) continue;
       }
-      if (!done || this.buf.length < i + len) return out;
-      const body = this.buf.subarray(i, i + len);
-      this.buf = this.buf.subarray(i + len);
-      let msg: unknown;
-      try {
-        msg = JSON.parse(body.toString('utf8'));
-      } catch {
-        throw new WireError('a frame that is not JSON');
-      }
-      if (!msg || typeof msg !== 'object' || typeof (msg as Packet).t !== 'number') throw new WireError('a frame without a packet type');
-      out.push(msg as Packet);
+      const body = this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts, this.have);
+      this.parts = [];
+      this.have = 0;
+      this.need = -1;
+      out.push(decode(body));
     }
+    return out;
   }
+}
+
+function decode(body: Buffer): Packet {
+  let msg: unknown;
+  try {
+    msg = JSON.parse(body.toString('utf8'));
+  } catch {
+    throw new WireError('a frame that is not JSON');
+  }
+  if (!msg || typeof msg !== 'object' || typeof (msg as Packet).t !== 'number') throw new WireError('a frame without a packet type');
+  return msg as Packet;
 }

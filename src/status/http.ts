@@ -64,6 +64,49 @@ function runtime() {
 /** Most routes /routes returns unless ?limit= says otherwise: a full table as one JSON document is ~200 MB. */
 export const DEFAULT_ROUTE_LIMIT = 10_000;
 
+/**
+ * The most /routes returns whatever ?limit= says: ?limit=0 (once "all") and anything above are clamped to it and the
+ * reply says so (`capped: true`, `limit`), so one request cannot make the daemon build a whole RIB as one document.
+ */
+export const MAX_ROUTE_LIMIT = 10_000;
+
+/**
+ * Both listeners' connection limits (issue 27): with Node's defaults (no connection cap, headers timeout checked
+ * only every 30 s) 15,000 connections that never finished their headers took the daemon from 80 to 187 MB RSS.
+ * Status requests are small GETs answered at once, so the limits can be tight.
+ */
+export interface HttpLimits {
+  /** A client must have sent its whole request head within this (ms), or gets 408 and is closed. */
+  headersTimeout: number;
+  /** ... and the whole request within this (ms). */
+  requestTimeout: number;
+  /** An idle keep-alive connection is closed after this (ms); also keeps it from holding shutdown up. */
+  keepAliveTimeout: number;
+  /** How often (ms) the two timeouts above are checked (Node's default is 30 s, which let half-open heads pile up). */
+  connectionsCheckingInterval: number;
+  /** Open connections per listener; more are closed at once (a scraper, probes and a few browsers need a handful). */
+  maxConnections: number;
+  /** Request head size (bytes); larger gets 431. Node's default is 16 KiB. */
+  maxHeaderSize: number;
+  /** Header lines read per request; the rest are dropped. Node's default is 2,000. */
+  maxHeadersCount: number;
+}
+
+export const HTTP_LIMITS: Readonly<HttpLimits> = Object.freeze({
+  headersTimeout: 10_000,
+  requestTimeout: 30_000,
+  keepAliveTimeout: 5_000,
+  connectionsCheckingInterval: 1_000,
+  maxConnections: 256,
+  maxHeaderSize: 8 * 1024,
+  maxHeadersCount: 64,
+});
+
+export interface StatusServerOptions {
+  /** Tests only: shorter timeouts or fewer connections than HTTP_LIMITS. */
+  limits?: Partial<HttpLimits>;
+}
+
 /** What the metrics listener (status.metricsListen) serves: scrapers and kubelet probes, nothing about routes or peers. */
 export const METRICS_PATHS: ReadonlySet<string> = new Set(['/metrics', '/healthz', '/readyz']);
 
@@ -77,8 +120,11 @@ export class StatusServer {
   private readonly exact = new Map<string, Handler>();
   private readonly prefixed: [string, Handler][] = [];
   private readonly servers: Record<Listener, Server | null> = { status: null, metrics: null };
+  /** HTTP_LIMITS with the constructor's overrides, as both listeners use them. */
+  readonly limits: Readonly<HttpLimits>;
 
-  constructor(private readonly src: StatusSource) {
+  constructor(private readonly src: StatusSource, opts: StatusServerOptions = {}) {
+    this.limits = { ...HTTP_LIMITS, ...opts.limits };
     const now = () => (src.now ?? Date.now)();
     this.route('/healthz', () => ({ body: 'ok\n', contentType: 'text/plain' }));
     this.route('/status', () => {
@@ -138,9 +184,16 @@ export class StatusServer {
   private async bind(which: Listener, address: string, port: number): Promise<{ address: string; port: number }> {
     if (this.servers[which]) throw new Error(`the ${which} listener is already open`);
     const only = which === 'metrics' ? METRICS_PATHS : undefined;
-    const server = createServer((req, res) => void this.handle(req, res, only));
-    // Status requests are short; do not let an idle keep-alive client hold shutdown up.
-    server.keepAliveTimeout = 2000;
+    const l = this.limits;
+    const server = createServer({
+      headersTimeout: l.headersTimeout,
+      requestTimeout: l.requestTimeout,
+      keepAliveTimeout: l.keepAliveTimeout,
+      connectionsCheckingInterval: l.connectionsCheckingInterval,
+      maxHeaderSize: l.maxHeaderSize,
+    }, (req, res) => void this.handle(req, res, which, only));
+    server.maxConnections = l.maxConnections;
+    server.maxHeadersCount = l.maxHeadersCount;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(port, address, () => {
@@ -180,15 +233,19 @@ export class StatusServer {
     }));
   }
 
-  private async handle(req: IncomingMessage, res: ServerResponse, only?: ReadonlySet<string>): Promise<void> {
+  private async handle(req: IncomingMessage, res: ServerResponse, which: Listener, only?: ReadonlySet<string>): Promise<void> {
     let reply: Reply;
     try {
+      if (!wellEscaped(req.url ?? '/')) return this.send(req, res, plain(400, 'bad request: malformed percent-escape in the path or query\n'));
       const url = new URL(req.url ?? '/', 'http://status');
       const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
       url.pathname = path; // handlers see "/peers/10.0.0.2" for "/peers/10.0.0.2/" too
-      if (only && !only.has(path)) {
-        reply = { status: 404, body: NOT_ON_METRICS, contentType: 'text/plain', headers: { 'x-content-type-options': 'nosniff' } };
-        return this.send(req, res, reply);
+      if (only && !only.has(path)) return this.send(req, res, plain(404, NOT_ON_METRICS));
+      // DNS rebinding: a page on evil.example whose name turns into 127.0.0.1 could read the status views; its
+      // requests carry Host: evil.example. The metrics paths are served to anyone on the metrics listener anyway.
+      if (which === 'status' && !METRICS_PATHS.has(path) && !this.hostAllowed(req)) {
+        return this.send(req, res, plain(421, `Host ${JSON.stringify(req.headers.host)} not accepted: this endpoint answers to ` +
+          `localhost, 127.x.x.x and [::1] (any port), and the address it is reached on${this.boundHint()}\n`));
       }
       const handler = this.exact.get(path) ?? this.prefixed.find(([p]) => path.startsWith(p) && path.length > p.length)?.[1];
       if (!handler) throw new HttpError(404, `no such endpoint: ${url.pathname} (try /, /status, /peers, /routes, /healthz)`);
@@ -198,10 +255,26 @@ export class StatusServer {
       }
       reply = await handler(url, req);
     } catch (e) {
-      const status = e instanceof HttpError ? e.status : 500;
+      const status = e instanceof HttpError ? e.status : e instanceof URIError ? 400 : 500;
       reply = { status, body: { error: e instanceof Error ? e.message : String(e) } };
     }
     this.send(req, res, reply);
+  }
+
+  /** The Host header names loopback, the listener's bound address, or the address this connection came in on. */
+  private hostAllowed(req: IncomingMessage): boolean {
+    const host = req.headers.host;
+    if (host === undefined) return true; // not from a browser (HTTP/1.0); HTTP/1.1 without Host is refused by node
+    const name = hostName(host);
+    if (name === null) return false;
+    if (name === 'localhost' || name === '::1' || /^127\.\d+\.\d+\.\d+$/.test(name)) return true;
+    const bound = canonicalIP(this.boundAddress('status')?.address);
+    return (bound !== null && bound !== '0.0.0.0' && bound !== '::' && name === bound) || name === canonicalIP(req.socket.localAddress);
+  }
+
+  private boundHint(): string {
+    const a = this.boundAddress('status')?.address;
+    return a && !['0.0.0.0', '::'].includes(a) ? ` (${a.includes(':') ? `[${a}]` : a})` : '';
   }
 
   private send(req: IncomingMessage, res: ServerResponse, reply: Reply): void {
@@ -210,6 +283,42 @@ export class StatusServer {
     res.writeHead(reply.status ?? 200, { ...reply.headers, 'content-type': `${type}; charset=utf-8`, 'cache-control': 'no-store' });
     res.end(req.method === 'HEAD' ? undefined : body);
   }
+}
+
+/** A short plain-text reply (errors raised before a handler runs). */
+function plain(status: number, body: string): Reply {
+  return { status, body, contentType: 'text/plain', headers: { 'x-content-type-options': 'nosniff' } };
+}
+
+/** Every %-escape in the request target is well formed (and decodes to UTF-8), as handlers' decodeURIComponent needs. */
+function wellEscaped(target: string): boolean {
+  if (!target.includes('%')) return true;
+  try {
+    decodeURIComponent(target);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** An address as formatIP spells it ("::ffff:10.0.0.1" as 10.0.0.1), or null when not an address. */
+function canonicalIP(text: string | undefined): string | null {
+  if (!text) return null;
+  const m = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(text);
+  try {
+    return formatIP(parseIP(m ? m[1]! : text));
+  } catch {
+    return null;
+  }
+}
+
+/** The name in a Host header without its port: lower case, an address canonical, IPv6 without brackets. */
+function hostName(host: string): string | null {
+  const m = /^(?:\[([0-9a-f:.]+)\]|([^:\[\]]+))(?::\d*)?$/i.exec(host.trim());
+  if (!m) return null;
+  if (m[1] !== undefined) return canonicalIP(m[1]);
+  const name = m[2]!.toLowerCase().replace(/\.$/, '');
+  return canonicalIP(name) ?? name;
 }
 
 // ---- /routes ----------------------------------------------------------------------------------------------------
@@ -232,7 +341,8 @@ function describeRoute(prefix: Prefix, paths: Path[]) {
 /**
  * ?prefix=P   that prefix with every candidate path (best first); 404 when absent
  * ?lpm=ADDR   the longest match for an address, best path (and ECMP set)
- * (neither)   best routes in prefix order, ?family=ipv4|ipv6, ?limit=N (0 = all)
+ * (neither)   best routes in prefix order, ?family=ipv4|ipv6, ?limit=N (0 or above MAX_ROUTE_LIMIT: MAX_ROUTE_LIMIT, and
+ *             the reply says `capped: true` and the `limit` used)
  */
 function routes(rib: Rib | null, q: URLSearchParams): unknown {
   const prefixText = q.get('prefix');
@@ -264,18 +374,21 @@ function routes(rib: Rib | null, q: URLSearchParams): unknown {
     return { address: formatIP(ip), ...describeRoute(r.prefix, r.multipath.length ? r.multipath : [r.best]) };
   }
   const limitText = q.get('limit');
-  const limit = limitText === null ? DEFAULT_ROUTE_LIMIT : Number(limitText);
-  if (!Number.isInteger(limit) || limit < 0) throw new HttpError(400, `limit must be a whole number, got ${JSON.stringify(limitText)}`);
+  const asked = limitText === null ? DEFAULT_ROUTE_LIMIT : Number(limitText);
+  if (!Number.isInteger(asked) || asked < 0) throw new HttpError(400, `limit must be a whole number, got ${JSON.stringify(limitText)}`);
+  const capped = asked === 0 || asked > MAX_ROUTE_LIMIT;
+  const limit = capped ? MAX_ROUTE_LIMIT : asked;
   const out: unknown[] = [];
   let truncated = false;
   if (rib) {
     for (const r of rib.entries(family)) {
-      if (limit > 0 && out.length === limit) {
+      if (out.length === limit) {
         truncated = true;
         break;
       }
       out.push(describeRoute(r.prefix, r.multipath.length ? r.multipath : [r.best]));
     }
   }
-  return { count: out.length, truncated, routes: out };
+  // `capped` and `limit` only when the limit asked for was clamped, so other replies keep their shape.
+  return { count: out.length, truncated, routes: out, ...(capped ? { capped: true, limit } : {}) };
 }

@@ -59,7 +59,7 @@ t.test('endpoints', async (t) => {
   t.same((await get('/routes?family=ipv6')).body.routes.map((r: { prefix: string }) => r.prefix), ['fd00:2::/48']);
   t.same((await get('/routes?family=ipv4&limit=2')).body.count, 2);
   t.equal((await get('/routes?family=ipv4&limit=2')).body.truncated, true);
-  t.equal((await get('/routes?limit=0')).body.count, 4, 'limit=0: everything');
+  t.equal((await get('/routes?limit=0')).body.count, 4, 'limit=0: everything up to the cap (test/security/http.test.ts)');
 
   const exact = (await get('/routes?prefix=10.2.0.0/16')).body;
   t.same(exact, {
