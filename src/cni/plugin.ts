@@ -9,7 +9,7 @@
 import { isIP } from 'node:net';
 import { IpcClient, IpcError } from '../ipc/client.ts';
 import {
-  DEFAULT_SOCKET, type AssignReply, type Addressing, type AvailableReply, type CheckReply, type CniAddReply, type CniRoute, type StatusReply,
+  DEFAULT_SOCKET, RESERVED_HANDLE_PREFIX, isReservedContainerId, type AssignReply, type Addressing, type AvailableReply, type CheckReply, type CniAddReply, type CniRoute, type StatusReply,
 } from '../ipc/protocol.ts';
 
 export const SUPPORTED_VERSIONS = ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
@@ -90,6 +90,9 @@ function checkEnv(cmd: Cmd, env: CniInvocation['env']): void {
   const id = env.CNI_CONTAINERID;
   if (REQUIRED_ENV[cmd].includes('CNI_CONTAINERID') && !/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(id!)) {
     fail(Codes.invalidEnv, `CNI_CONTAINERID "${id}" is not valid: a letter or digit, then letters, digits, "_", "." or "-"`);
+  }
+  if (REQUIRED_ENV[cmd].includes('CNI_CONTAINERID') && isReservedContainerId(id!)) {
+    fail(Codes.invalidEnv, `CNI_CONTAINERID "${id}" starts with ${RESERVED_HANDLE_PREFIX}, which names the node's own addresses, never a container's`);
   }
   const ifname = env.CNI_IFNAME;
   if (REQUIRED_ENV[cmd].includes('CNI_IFNAME')) {

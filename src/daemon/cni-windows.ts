@@ -16,6 +16,7 @@
 //    (never the host endpoints `<network>_ep*`, never remote endpoints, never other networks'), and this network's
 //    IPAM handles not in the list are released.
 // Calls for one attachment run one after another (a retried ADD overlapping a slow first one, or GC meeting an ADD).
+import { RESERVED_HANDLE_PREFIX, isReservedContainerId } from '../ipc/protocol.ts';
 import { keyedSerial } from '../ipc/serial.ts';
 import type { Ipam } from '../ipam/ipam.ts';
 import { parseSelector } from '../ipam/selector.ts';
@@ -141,7 +142,9 @@ export function ipamPools(ipam: Ipam, host: string): () => Promise<CniPool[]> {
 /** The attachment a request names, checked as the plugin checks CNI_CONTAINERID and CNI_IFNAME. */
 function attachment(p: { containerId?: unknown; ifname?: unknown }): { containerId: string; ifname: string } {
   try {
-    return { containerId: checkContainerId(p.containerId), ifname: checkIfname(p.ifname) };
+    const containerId = checkContainerId(p.containerId);
+    if (isReservedContainerId(containerId)) invalid(`containerId "${containerId}" starts with ${RESERVED_HANDLE_PREFIX}, which names the node's own addresses`);
+    return { containerId, ifname: checkIfname(p.ifname) };
   } catch (e) {
     throw wrap(e);
   }

@@ -36,6 +36,7 @@ import type {
   ReleaseParams,
   ReleaseReply,
 } from './protocol.ts';
+import { RESERVED_HANDLE_PREFIX, isReservedContainerId } from './protocol.ts';
 import { keyedSerial } from './serial.ts';
 import type { IpcHandler } from './server.ts';
 
@@ -92,8 +93,8 @@ export interface IpamHandlerOptions {
 
 export function ipamHandlers(ipam: Ipam, host: string, opts: IpamHandlerOptions = {}): Record<string, IpcHandler> {
   const log = opts.log ?? (() => undefined);
-  const gatewayHandle = (pool: string) => `blockspeaker-gateway.${host}.${pool}`;
-  const parkHandle = `blockspeaker-reserved.${host}`;
+  const gatewayHandle = (pool: string) => `${RESERVED_HANDLE_PREFIX}gateway.${host}.${pool}`;
+  const parkHandle = `${RESERVED_HANDLE_PREFIX}reserved.${host}`;
 
   // Per-handle serialisation.
   const serial = keyedSerial();
@@ -299,6 +300,9 @@ export function ipamHandlers(ipam: Ipam, host: string, opts: IpamHandlerOptions 
 
   const assign = async (p: AssignParams): Promise<AssignReply> => {
     if (!p || typeof p !== 'object') invalid('params must be an object');
+    if (p.handle === undefined && isReservedContainerId(str(p.containerId, 'containerId'))) {
+      invalid(`containerId "${p.containerId}" starts with ${RESERVED_HANDLE_PREFIX}, which names the node's own addresses`);
+    }
     const handle = p.handle !== undefined ? str(p.handle, 'handle') : `${str(p.containerId, 'containerId')}.${str(p.ifname, 'ifname')}`;
     let num4 = count(p.num4, 'num4');
     const num6 = count(p.num6, 'num6');

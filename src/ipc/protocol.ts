@@ -7,6 +7,13 @@
 
 import { defaultPaths, socketEndpoint } from '../platform/paths.ts';
 
+/**
+ * Handles of the node's own addresses (the HNS gateway, parked pool edges) start with this; a container ID from CNI
+ * input never may, so no pod's DEL can release one.
+ */
+export const RESERVED_HANDLE_PREFIX = 'blockspeaker-';
+export const isReservedContainerId = (id: string): boolean => id.toLowerCase().startsWith(RESERVED_HANDLE_PREFIX);
+
 /** Default socket path (the config's ipc.path): /run/blockspeaker.sock, or the pipe \\.\pipe\blockspeaker on Windows. */
 export const DEFAULT_SOCKET = defaultPaths().ipcPath;
 
