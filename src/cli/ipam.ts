@@ -42,6 +42,7 @@ etcd security (with --store or --to etcds://... for TLS, or etcd://... for user/
   --etcd-ca FILE --etcd-cert FILE --etcd-key FILE   PEM CA that signed etcd's certificate; client certificate and key
   --etcd-user NAME (--etcd-password-file FILE | --etcd-password-env VAR)   etcd user; the password is never logged
   (or BLOCKSPEAKER_ETCD_CA, _CERT, _KEY, _USER, _PASSWORD_FILE; BLOCKSPEAKER_ETCD_PASSWORD holds the password itself)
+  --etcd-allow-insecure  send the password over plain etcd:// anyway (a lab; or BLOCKSPEAKER_ETCD_ALLOW_INSECURE=1)
 `;
 
 export function parseReservation(text: string | undefined): ReservationPolicy | undefined {
@@ -205,8 +206,13 @@ const ETCD_FLAGS = {
 export function etcdSecurityOptions(argv: string[], env: NodeJS.ProcessEnv = process.env): { security: EtcdSecurity | undefined; rest: string[] } {
   const flags: Partial<Record<(typeof ETCD_FLAGS)[keyof typeof ETCD_FLAGS], string>> = {};
   const rest: string[] = [];
+  let allowInsecure = env.BLOCKSPEAKER_ETCD_ALLOW_INSECURE === '1' || env.BLOCKSPEAKER_ETCD_ALLOW_INSECURE === 'true';
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
+    if (a === '--etcd-allow-insecure') {
+      allowInsecure = true;
+      continue;
+    }
     const eq = a.indexOf('=');
     const flag = (eq > 0 ? a.slice(0, eq) : a) as keyof typeof ETCD_FLAGS;
     if (!(flag in ETCD_FLAGS)) {
@@ -231,6 +237,7 @@ export function etcdSecurityOptions(argv: string[], env: NodeJS.ProcessEnv = pro
   else if (flags.passwordEnv) s.password = { env: flags.passwordEnv };
   else if (env.BLOCKSPEAKER_ETCD_PASSWORD_FILE) s.password = { file: env.BLOCKSPEAKER_ETCD_PASSWORD_FILE };
   else if (env.BLOCKSPEAKER_ETCD_PASSWORD) s.password = { env: 'BLOCKSPEAKER_ETCD_PASSWORD' };
+  if (allowInsecure && Object.keys(s).length) s.allowInsecure = true;
   return { security: Object.keys(s).length ? s : undefined, rest };
 }
 

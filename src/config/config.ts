@@ -432,7 +432,7 @@ function ipamSection(c: Checker, v: unknown, platform: Platform): IpamConfig | u
 
 /** ipam.etcd: TLS files and user/password for an etcd store; secrets only by reference (a file or a variable). */
 function etcdSecurity(c: Checker, path: Path, v: unknown, store: string | undefined): EtcdSecurity | undefined {
-  const o = c.object(path, v, ['ca', 'cert', 'key', 'username', 'password']);
+  const o = c.object(path, v, ['ca', 'cert', 'key', 'username', 'password', 'allowInsecure']);
   if (!o) return undefined;
   if (store !== undefined && !isEtcdUrl(store)) {
     c.fail(path, `only for an etcd store (ipam.store etcd://... or etcds://...), but ipam.store is the directory ${show(store)}`);
@@ -448,7 +448,9 @@ function etcdSecurity(c: Checker, path: Path, v: unknown, store: string | undefi
   const key = file('key');
   const username = c.opt(o.username, undefined, (x) => c.string([...path, 'username'], x));
   const password = c.opt(o.password, undefined, (x): SecretSource | undefined => secretSource(c, [...path, 'password'], x));
+  const allowInsecure = c.opt(o.allowInsecure, undefined, (x) => c.bool([...path, 'allowInsecure'], x));
   const out: EtcdSecurity = {};
+  if (allowInsecure !== undefined) out.allowInsecure = allowInsecure;
   if (ca !== undefined) out.ca = ca;
   if (cert !== undefined) out.cert = cert;
   if (key !== undefined) out.key = key;
@@ -456,7 +458,7 @@ function etcdSecurity(c: Checker, path: Path, v: unknown, store: string | undefi
   if (password !== undefined) out.password = password;
   if ((o.ca !== undefined && ca === undefined) || (o.cert !== undefined && cert === undefined) ||
       (o.key !== undefined && key === undefined) || (o.username !== undefined && username === undefined) ||
-      (o.password !== undefined && password === undefined)) return undefined;
+      (o.password !== undefined && password === undefined) || (o.allowInsecure !== undefined && allowInsecure === undefined)) return undefined;
   // A store already reported as bad (or a store file that cannot be read) is not also a TLS mismatch.
   const problems = checkEtcdSecurity(out, store === undefined || store.startsWith('etcds://'));
   for (const pr of problems) c.fail([...path, pr.field], pr.message);

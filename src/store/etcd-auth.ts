@@ -21,6 +21,8 @@ export interface EtcdSecurity {
   /** etcd user (etcd's auth enabled); needs password. */
   username?: string;
   password?: SecretSource;
+  /** Send the user and password over plain etcd:// anyway (a lab, a loopback etcd). Default: refused. */
+  allowInsecure?: boolean;
 }
 
 /** What the etcd client is given: file contents and the password itself. */
@@ -38,6 +40,10 @@ export function checkEtcdSecurity(s: EtcdSecurity, tls: boolean): Array<{ field:
   }
   if ((s.cert === undefined) !== (s.key === undefined)) {
     out.push({ field: s.cert === undefined ? 'cert' : 'key', message: `is required with ${s.cert === undefined ? 'key' : 'cert'} (a client certificate and its key go together)` });
+  }
+  // etcd's authentication sends the password in the clear unless the connection is TLS.
+  if (s.password !== undefined && !tls && !s.allowInsecure) {
+    out.push({ field: 'password', message: 'would be sent in the clear over etcd://: use etcds://host:port (TLS), or set allowInsecure: true for a lab' });
   }
   if ((s.username === undefined) !== (s.password === undefined)) {
     out.push({ field: s.username === undefined ? 'username' : 'password', message: `is required with ${s.username === undefined ? 'password' : 'username'}` });

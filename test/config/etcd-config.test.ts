@@ -20,8 +20,11 @@ t.test('a full ipam.etcd is accepted and printed back without secrets', async (t
     '{ ca: /etc/bs/ca.pem, cert: /etc/bs/client.pem, key: /etc/bs/client.key, username: node-a, password: { file: /etc/bs/etcd-password } }'));
   t.same(cfg.ipam!.etcd, { ca: '/etc/bs/ca.pem', cert: '/etc/bs/client.pem', key: '/etc/bs/client.key', username: 'node-a', password: { file: '/etc/bs/etcd-password' } });
   t.same(parseConfig(formatConfig(cfg)).ipam!.etcd, cfg.ipam!.etcd, 'formatConfig round-trips it');
-  t.same(parseConfig(base('etcd://10.0.0.5:2379', '{ username: u, password: { env: ETCD_PASSWORD } }')).ipam!.etcd,
-    { username: 'u', password: { env: 'ETCD_PASSWORD' } }, 'user/password alone over plain etcd://');
+  t.same(parseConfig(base('etcd://10.0.0.5:2379', '{ username: u, password: { env: ETCD_PASSWORD }, allowInsecure: true }')).ipam!.etcd,
+    { username: 'u', password: { env: 'ETCD_PASSWORD' }, allowInsecure: true }, 'user/password over plain etcd:// only when allowed');
+  t.throws(() => parseConfig(base('etcd://10.0.0.5:2379', '{ username: u, password: { env: ETCD_PASSWORD } }')),
+    { message: /ipam\.etcd\.password: would be sent in the clear over etcd:\/\/: use etcds:\/\/host:port \(TLS\), or set allowInsecure: true/ }, 'refused by default');
+  t.throws(() => parseConfig(base('etcd://10.0.0.5:2379', '{ username: u, password: { env: P }, allowInsecure: maybe }')), { message: /ipam\.etcd\.allowInsecure/ });
   t.equal(parseConfig('ipam: { store: "etcd://h:1" }\n').ipam!.etcd, undefined, 'absent: no etcd security');
 });
 

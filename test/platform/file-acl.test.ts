@@ -112,7 +112,7 @@ bgp:
 /** A Windows node's config in `dir` on an etcd store whose password is in `pw` (never reached: refused first). */
 function windowsConfig(dir: string, pw?: string): string {
   const file = path.join(dir, 'node.yaml');
-  const etcd = pw ? `\n  etcd: { username: bs, password: { file: ${pw} } }` : '';
+  const etcd = pw ? `\n  etcd: { username: bs, password: { file: ${pw} }, allowInsecure: true }` : '';
   fs.writeFileSync(file, `node: { name: win-fileacl, os: windows }
 ipam:
   store: ${pw ? 'etcd://127.0.0.1:1' : path.join(dir, 'store')}${etcd}

@@ -269,7 +269,7 @@ t.test('the store owned by someone else is refused', { skip: !ROOT && 'chown nee
 /** A Linux node's config in `cfgDir` with its store in `dir`, optionally an etcd store with a password file. */
 function linuxConfig(cfgDir: string, store: string, pw?: string): string {
   const file = path.join(cfgDir, 'node.yaml');
-  const etcd = pw ? `\n  etcd: { username: bs, password: { file: ${pw} } }` : '';
+  const etcd = pw ? `\n  etcd: { username: bs, password: { file: ${pw} }, allowInsecure: true }` : '';
   fs.writeFileSync(file, `node: { name: lin-acl, os: linux }
 ipam:
   store: ${pw ? 'etcd://127.0.0.1:1' : store}${etcd}
