@@ -27,7 +27,7 @@ if (windowsReady(t)) {
     fs.mkdirSync(cfgDir, { mode: 0o700 });
     const port = await freePort();
     const file = path.join(cfgDir, 'node.yaml');
-    const etcd = pw ? `\n  etcd: { username: bs, password: { file: '${zPath(pw)}' } }` : '';
+    const etcd = pw ? `\n  etcd: { username: bs, password: { file: '${zPath(pw)}' }, allowInsecure: true }` : '';
     fs.writeFileSync(file, `node: { name: win-fileacl, os: windows }
 ipam:
   store: ${pw ? 'etcd://127.0.0.1:1' : `'${zPath(path.join(cfgDir, 'store'))}'`}${etcd}
