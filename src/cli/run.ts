@@ -78,11 +78,14 @@ function version(): string {
   return 'unknown';
 }
 
-/** The run dir; directories made here (Windows: C:\\ProgramData\\blockspeaker first) get the platform's ACL. */
+/**
+ * The run dir; directories made here (Windows: C:\\ProgramData\\blockspeaker first) get the platform's ACL. Private
+ * like the store (Linux: made 0700, what it holds 0600; an existing one, or a marker in it, others may read refuses).
+ */
 async function defaultRunDir(platform: Platform, log: Pino): Promise<string> {
   let r;
   try {
-    r = await platform.prepareDir(platform.paths.runDir, { othersMayRead: true });
+    r = await platform.prepareDir(platform.paths.runDir);
   } catch (e) {
     // An existing run dir open to others is refused (DirAclError 'acl'/'read'); one we cannot make is not ours to use.
     if (e instanceof DirAclError && e.reason !== 'create') throw new StartError(e.message);

@@ -3,11 +3,29 @@
 // holds open fails for a moment, so the platform retries; the double enforces that rule in tests). Readers (e.g.
 // containerd reading a CNI config) see the old file or the new one, never half of one; an unchanged file is not
 // touched at all, so its modification time does not wake up anyone watching the directory.
+//
+// Private files (the store's LOCK, logs and snapshots, the run dir's markers, and the temporary files they are
+// renamed from) are created 0600 by open(2) itself (createFile): no chmod after creating, which would leave a window
+// in which others may open the file, and keep the descriptor whatever the mode says afterwards.
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Platform } from './platform.ts';
+import type { Platform, PlatformFiles } from './platform.ts';
 
 export type WriteOutcome = 'written' | 'unchanged';
+
+/** The mode of every file the store and the run dir create (POSIX; Windows: the folder's ACL decides). */
+export const PRIVATE_FILE_MODE = 0o600;
+
+/**
+ * Create `file` anew for writing, with `mode` given to open(2) (the umask may only narrow it; Windows ignores it):
+ * a leftover of the same name (a crashed writer's temporary file, whatever its mode) is removed first, and 'wx'
+ * makes sure the file opened is the one this call created, so it had `mode` before a byte was written. Callers name
+ * files only they write (a name with their pid, or under the store's lock).
+ */
+export function createFile(files: PlatformFiles, file: string, mode: number): number {
+  files.remove(file);
+  return files.open(file, 'wx', mode);
+}
 
 /** Write all of `s` (UTF-8) at the start of an open file. */
 export function writeAll(fd: number, s: string): void {
@@ -39,12 +57,17 @@ export function readTextFile(p: Platform, file: string): string | undefined {
   }
 }
 
-export function writeFileIfChanged(p: Platform, file: string, text: string): WriteOutcome {
+/**
+ * Replace `file` by `text` unless it holds that already. `mode`: what the new file is created with (the temporary
+ * file, made by createFile, gets it before any data; a rename keeps it); default 0666 less the umask, as before
+ * (the CNI network config, which the container runtime and people read).
+ */
+export function writeFileIfChanged(p: Platform, file: string, text: string, mode = 0o666): WriteOutcome {
   if (readTextFile(p, file) === text) return 'unchanged';
   const dir = path.dirname(file);
   p.files.mkdirp(dir);
   const tmp = `${file}.${process.pid}.tmp`;
-  const fd = p.files.open(tmp, 'w');
+  const fd = createFile(p.files, tmp, mode);
   try {
     writeAll(fd, text);
     fs.fsyncSync(fd);

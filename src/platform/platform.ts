@@ -30,7 +30,12 @@ export type ControlAction = 'restart' | 'withdraw' | 'reload';
 export interface PlatformFiles {
   /** Open mode for a lock file: creates it, and gives a handle the OS lock call accepts (read access). */
   readonly lockFlags: string;
-  open(path: string, flags: string): number;
+  /**
+   * Open (flags as node:fs). `mode`: the permission bits a file this call creates gets from open(2) itself (POSIX;
+   * the umask may only narrow them; default 0666): private files (the store's, the run dir's) pass 0600 here rather
+   * than chmod after creating, which would leave them readable for a moment. Windows: ignored (the folder's ACL).
+   */
+  open(path: string, flags: string, mode?: number): number;
   close(fd: number): void;
   /** Rename. On Windows it fails (EPERM) when `to` exists and is open anywhere: callers rename only onto new names. */
   rename(from: string, to: string): void;
@@ -120,7 +125,7 @@ export interface Platform {
 
 /** The node:fs subset the platforms are built on; the Windows double wraps it with Windows rules. */
 export interface FsOps {
-  openSync(path: string, flags: string): number;
+  openSync(path: string, flags: string, mode?: number): number;
   closeSync(fd: number): void;
   renameSync(from: string, to: string): void;
   unlinkSync(path: string): void;
@@ -243,7 +248,7 @@ export function realDeps(): PlatformDeps {
   const sab = new Int32Array(new SharedArrayBuffer(4));
   return {
     fs: {
-      openSync: (p, f) => fs.openSync(p, f),
+      openSync: (p, f, m) => fs.openSync(p, f, m),
       closeSync: (fd) => fs.closeSync(fd),
       renameSync: (a, b) => fs.renameSync(a, b),
       unlinkSync: (p) => fs.unlinkSync(p),
@@ -271,7 +276,7 @@ function files(d: PlatformDeps, windows: boolean): PlatformFiles {
     // 'a+' (read + append, created when missing) on both: an 'a' handle has append access only, which LockFileEx
     // refuses with EACCES; flock/OFD locks accept any fd.
     lockFlags: 'a+',
-    open: (p, f) => d.fs.openSync(p, f),
+    open: (p, f, m) => d.fs.openSync(p, f, m),
     close: (fd) => d.fs.closeSync(fd),
     rename: (a, b) => d.fs.renameSync(a, b),
     remove(p) {
@@ -325,6 +330,11 @@ export function linuxPlatform(d: PlatformDeps = realDeps()): Platform {
       { signal: 'SIGINT', action: 'withdraw' },
       { signal: 'SIGHUP', action: 'reload' },
     ],
+    // The control socket is 0600 owned by the daemon's uid, not 0660 with a group: connect(2) needs write permission
+    // on a socket file, so its mode decides who may talk to the daemon, and all who must (the CLI run as root, the
+    // CNI plugin the container runtime runs as root) are root, whom no mode bit stops (CAP_DAC_OVERRIDE). A group
+    // would be one more membership to trust. src/ipc/server.ts binds it under umask 0177 (0600 from its first
+    // instant) and chmods it 0600 again after listen; its folder is root's /run by default.
     ipcAccess: 'Unix socket mode 0600 (the daemon\'s user only, usually root)',
     secureIpc: async () => ({ enforced: true, what: 'Unix socket mode 0600 (the daemon\'s user only, usually root)' }),
     prepareDir: async (dir, opts) => securePosixDir(dir, opts),

@@ -8,9 +8,13 @@
 //     whoever may write a folder may rename what is in it and put another file under the name. Except a sticky
 //     folder (1777, like /tmp) owned by root or the daemon's uid: there only an entry's owner may rename or remove it,
 //     and the entry on our path is itself held to "owned by root or the daemon's uid".
-//   - Others may not READ a secret file or the store either: any group or other bit on it refuses (mode & 077). What
-//     the store holds needs no check of its own: nobody else may enter it.
-//   - The config file, the folders holding it (and holding the secrets) and the run dir others may read.
+//   - Others may not READ a secret file or the store either: any group or other bit on it refuses (mode & 077), and
+//     so does one on anything in it, down every sub-folder (a symbolic link: where it leads): the store and the run
+//     dir are made 0700 and what they hold is created 0600 (./atomic-file.ts createFile), so a wider entry was made
+//     by someone or something else (an older version, a copy, a restore) and may be opened at its own path wherever
+//     it leads, or by anyone the folder lets in once its mode is loosened. A shared lock taken on the store's LOCK by
+//     another uid stalls every writer: with the folder 0700 and LOCK 0600 nobody else can open it at all.
+//   - The config file and the folders holding it (and holding the secrets) others may read.
 //   - What lies on a read-only mount cannot be changed through it whatever its mode bits: kubelet mounts a ConfigMap
 //     volume (a 0777 folder) read-only, so a config read straight from one passes.
 //
@@ -36,6 +40,10 @@ export interface PosixStat {
 /** The file system calls the checks make (the real ones by default; tests may hand in others). */
 export interface PosixOps {
   stat(p: string): PosixStat;
+  /** Like stat, without following a symbolic link (what a folder's entry is). */
+  lstat(p: string): PosixStat;
+  /** The names in a folder. */
+  list(p: string): string[];
   realpath(p: string): string;
   exists(p: string): boolean;
   /** mkdir without parents: throws EEXIST when the name is taken. */
@@ -69,6 +77,8 @@ export function onReadOnlyMount(p: string, mountinfo: string): boolean {
 
 export const realPosixOps: PosixOps = {
   stat: (p) => fs.statSync(p),
+  lstat: (p) => fs.lstatSync(p),
+  list: (p) => fs.readdirSync(p),
   realpath: (p) => fs.realpathSync.native(p),
   exists: (p) => fs.existsSync(p),
   mkdir: (p, mode) => void fs.mkdirSync(p, { mode }),
@@ -84,6 +94,7 @@ export const realPosixOps: PosixOps = {
 
 const S_IFMT = 0o170000;
 const S_IFDIR = 0o040000;
+const S_IFLNK = 0o120000;
 const S_ISVTX = 0o1000;
 
 function isDir(mode: number): boolean {
@@ -183,13 +194,80 @@ interface Subject {
   label: string;
   secret: boolean;
   folder: boolean;
+  /** A private folder (the store, the run dir): what it holds is checked too, by the secret rule (readInside). */
+  inside?: boolean;
+}
+
+/** What a private folder holds, as read: each entry under it, down every sub-folder. */
+interface Entry {
+  p: string;
+  st: PosixStat;
+}
+
+/** At most this many entries are read under a private folder (the store holds a handful): a bound, not a limit. */
+export const INSIDE_MAX = 10_000;
+/** At most this many wrong entries are named one by one; past it one recursive command fixes them all. */
+const INSIDE_NAMED = 10;
+
+/**
+ * Every entry under the private folder `abs`, depth first, by name: each as stat reads it, a symbolic link as where
+ * it leads (not descended into; one leading nowhere is skipped). An entry gone between the listing and its stat
+ * (another process's compaction removed an old log) is skipped. Stops after INSIDE_MAX entries.
+ */
+function readInside(abs: string, ops: PosixOps, out: Entry[] = []): Entry[] {
+  let names: string[];
+  try {
+    names = ops.list(abs).sort();
+  } catch (e) {
+    throw new DirAclError('read', `cannot list ${abs} to check who else may use what it holds: ${message(e)}; refusing to use it`);
+  }
+  for (const name of names) {
+    if (out.length >= INSIDE_MAX) break;
+    const p = path.join(abs, name);
+    let st: PosixStat;
+    let link = false;
+    try {
+      st = ops.lstat(p);
+      if ((st.mode & S_IFMT) === S_IFLNK) {
+        link = true;
+        st = ops.stat(p);
+      }
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException)?.code === 'ENOENT') continue;
+      throw new DirAclError('read', `cannot read the owner and mode of ${p} to check who else may use it: ${message(e)}; refusing to use it`);
+    }
+    out.push({ p, st });
+    if (isDir(st.mode) && !link) readInside(p, ops, out);
+  }
+  return out;
+}
+
+/** The refusal's clauses and fixes for what a private folder holds (`abs`: the folder). */
+function insideProblems(abs: string, entries: Entry[], self: number): { clauses: string[]; fixes: string[] } {
+  const wrong = entries.map((e) => ({ ...e, pr: posixProblem(e.p, e.st, self, true) })).filter((e) => e.pr.problems.length);
+  const must = `it must be readable and changeable by ${posixWhom(self)}`;
+  const clauses = wrong.slice(0, INSIDE_NAMED).map((e) => `${e.p}, in ${abs}, lets others read or change it: ${e.pr.problems.join('; ')}; ${must}`);
+  if (wrong.length <= INSIDE_NAMED) return { clauses, fixes: wrong.flatMap((e) => e.pr.fixes) };
+  clauses.push(`and ${wrong.length - INSIDE_NAMED} more in ${abs} like them`);
+  const q = shellQuote(abs);
+  const fixes = [`chmod -R go= ${q}`];
+  if (wrong.some((e) => e.st.uid !== 0 && e.st.uid !== self)) fixes.unshift(`chown -R ${self === 0 ? 'root' : self} ${q}`);
+  return { clauses, fixes };
+}
+
+/** "what it holds (read and change: root only): LOCK 0600 (-rw-------) uid 0, log 0600 (-rw-------) uid 0". */
+function insideText(abs: string, entries: Entry[], self: number): string {
+  if (!entries.length) return 'it holds nothing yet';
+  const shown = entries.slice(0, 8).map((e) => `${path.relative(abs, e.p)} ${stateText(e.st)}`).join(', ');
+  const more = entries.length > 8 ? `, and ${entries.length - 8} more${entries.length >= INSIDE_MAX ? ' (not read further)' : ''}` : '';
+  return `what it holds (read and change: ${posixWhom(self)}): ${shown}${more}`;
 }
 
 /**
  * Check `s` and every folder above it (the path as given, and the one it resolves to); throws DirAclError listing
  * each path that breaks the rule, with one command line that fixes them all. Returns what was read, for the report.
  */
-function checkChain(s: Subject, ops: PosixOps): { self: number; target: PosixStat; folders: { p: string; st: PosixStat }[] } {
+function checkChain(s: Subject, ops: PosixOps): { self: number; target: PosixStat; folders: { p: string; st: PosixStat }[]; inside: Entry[] } {
   const self = ops.uid();
   const target = readStat(ops, s.abs);
   let real = s.abs;
@@ -225,8 +303,12 @@ function checkChain(s: Subject, ops: PosixOps): { self: number; target: PosixSta
     clauses.push(`${f.p}, a folder above ${s.abs}, lets others change it (and so replace what it holds): ${pr.problems.join('; ')}; it must be changeable by ${whom} (others may read it)`);
     fixes.push(...pr.fixes);
   }
+  const inside = s.inside && isDir(target.mode) ? readInside(s.abs, ops) : [];
+  const ins = insideProblems(s.abs, inside, self);
+  clauses.push(...ins.clauses);
+  fixes.push(...ins.fixes);
   if (clauses.length) throw new DirAclError('acl', `${clauses.join('; ')}; refusing to use it. Fix (as root): ${fixes.join(' && ')}`);
-  return { self, target, folders };
+  return { self, target, folders, inside };
 }
 
 function foldersText(folders: { p: string; st: PosixStat }[]): string {
@@ -236,8 +318,10 @@ function foldersText(folders: { p: string; st: PosixStat }[]): string {
 /**
  * The Linux prepareDir: make `dir` (when `create`) with each missing folder above it 0755 and `dir` itself 0700 (or
  * 0755 when others may read it), by mkdir with that mode (the umask may only narrow it), then check it and every
- * folder above it by the rule. A folder made by someone else meanwhile is checked like any existing one. A mkdir
- * that fails throws its own error (as mkdir -p did); a folder that breaks the rule throws DirAclError.
+ * folder above it by the rule, and, for a private one (the store, the run dir), everything in it by the secret rule
+ * (no group or other bit; owned by root or the daemon's uid). A folder made by someone else meanwhile is checked
+ * like any existing one. A mkdir that fails throws its own error (as mkdir -p did); a folder, or an entry in a
+ * private one, that breaks the rule throws DirAclError naming each path, its mode and owner, and the fix.
  */
 export async function securePosixDir(dir: string, opts: DirOptions = {}, ops: PosixOps = realPosixOps): Promise<DirReport> {
   const create = opts.create ?? true;
@@ -260,10 +344,11 @@ export async function securePosixDir(dir: string, opts: DirOptions = {}, ops: Po
       }
     }
   }
-  const c = checkChain({ abs, label: abs, secret, folder: true }, ops);
+  // A private folder's content too (the store's LOCK and logs, the run dir's markers).
+  const c = checkChain({ abs, label: abs, secret, folder: true, inside: secret }, ops);
   const whom = secret ? `read and change: ${posixWhom(c.self)}` : `change: ${posixWhom(c.self)}; others may read`;
   const checked = `${abs} reads back ${stateText(c.target)} (${whom}); folders above it: ${foldersText(c.folders)} (change: ${posixWhom(c.self)})`;
-  if (made === undefined) return { enforced: true, what: `${abs}: existing directory checked, ${checked}` };
+  if (made === undefined) return { enforced: true, what: `${abs}: existing directory checked, ${checked}${secret ? `; ${insideText(abs, c.inside, c.self)}` : ''}` };
   const how = made === abs ? (mode === 0o700 ? '0700' : '0755') : `0755${secret ? `, ${abs} 0700` : ''}`;
   return { created: made, enforced: true, what: `${made}: created by mkdir with mode ${how}; ${checked}` };
 }

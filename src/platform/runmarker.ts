@@ -8,7 +8,7 @@
 // store directory (a supported layout), and a second daemon of the same node on the same store is refused.
 import path from 'node:path';
 import { pathKey, type Platform } from './platform.ts';
-import { readTextFile, writeAll } from './atomic-file.ts';
+import { createFile, PRIVATE_FILE_MODE, readTextFile, writeAll } from './atomic-file.ts';
 
 export interface MarkerRecord {
   pid: number;
@@ -77,7 +77,7 @@ export class RunMarker {
     const dir = path.dirname(this.path);
     p.files.mkdirp(dir);
     const tmp = `${this.path}.${process.pid}.tmp`;
-    const fd = p.files.open(tmp, 'w');
+    const fd = createFile(p.files, tmp, PRIVATE_FILE_MODE); // 0600 before its first byte, like the run dir's 0700
     try {
       writeAll(fd, `${JSON.stringify(rec)}\n`);
     } finally {

@@ -9,6 +9,12 @@
 //             log: compaction writes the next generation under a new name). Every log starts with a snapshot.
 //   log.tmp   the next generation being written by compaction; renamed to `log.N+1` (a new name) once fsync'ed.
 // File format (header, frames, records): ./logfile.ts.
+// Modes (POSIX): the directory is made 0700 and every file in it is created 0600 by open(2) itself (LOCK directly,
+//   each log generation as log.tmp before its first byte, then renamed), never chmod'ed afterwards; an existing
+//   directory, or anything in it, that gives its group or others any bit refuses the open with the path, its mode
+//   and the command that fixes it (the platform's prepareDir, ../platform/posix-access.ts). Nobody else can open
+//   LOCK, so nobody else can hold a lock on it and stall the writers (with LOCK 0644, a shared lock taken by any
+//   local user through an O_RDONLY handle kept every commit waiting), nor read the handles, which name pods.
 //
 // Header (48 bytes): "BSKVLOG1", then two 20-byte slots: u32 committedLo | u32 committedHi | u32 flags | u32 seq |
 //   u32 crc32(first 16 bytes). Writers alternate slots (seq+1 goes to slot (seq+1)&1) and the valid slot with the
@@ -24,6 +30,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { DirAclError, hostPlatform, type AccessReport, type Platform, type PlatformFiles } from '../platform/platform.ts';
+import { createFile, PRIVATE_FILE_MODE } from '../platform/atomic-file.ts';
 import { acquireProcessLock, releaseProcessLock } from './proclock.ts';
 import {
   encodeFrame, logFileName, logGenerations, HEADER, INDEX_EVERY, MAGIC, newHeader, parseHeader, scanFrames, SEALED, SLOT, SNAPSHOT_CHUNK, headerSlot,
@@ -877,7 +884,8 @@ export class FileStore implements Store {
     for (const c of chunks) total += c.length;
     let fd: number;
     try {
-      fd = this.files.open(this.tmpPath, 'w');
+      // 0600 from open(2) on: a log.tmp left by a compaction that failed is removed, not reused with its mode.
+      fd = createFile(this.files, this.tmpPath, PRIVATE_FILE_MODE);
     } catch (err) {
       throw fsError(this.name, 'create', this.tmpPath, err);
     }
@@ -994,7 +1002,7 @@ export async function openFileStore(dir: string, opts: FileStoreOptions = {}): P
   const lockPath = path.join(abs, 'LOCK');
   let lockFd: number;
   try {
-    lockFd = files.open(lockPath, files.lockFlags);
+    lockFd = files.open(lockPath, files.lockFlags, PRIVATE_FILE_MODE); // created 0600: nobody else may open it to lock it
   } catch (err) {
     throw fsError(name, 'open', lockPath, err);
   }

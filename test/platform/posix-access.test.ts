@@ -2,8 +2,9 @@
 // the fix commands shown to fix what they are printed for, and real files and folders in a temporary directory with
 // chmod and chown (the tests run as root; another owner is uid 65534): the config file and every folder above it
 // (others may read, not change; a sticky root-owned folder like /tmp is fine), a secret file (nobody else may read
-// it), the store (made 0700, its missing parents 0755; an existing one others may read is refused), symbolic links
-// followed, and `blockspeaker run` refusing before anything is written.
+// it), the store (made 0700, its missing parents 0755; an existing one others may read is refused, and so is anything
+// in it others may read: sub-folders, links where they lead, many at once), symbolic links followed, and
+// `blockspeaker run` refusing before anything is written.
 import t from 'tap';
 import fc from 'fast-check';
 import fs from 'node:fs';
@@ -256,6 +257,65 @@ t.test('the store: made 0700 with missing parents 0755; an existing one others m
   t.equal(fs.statSync(runDir).mode & 0o7777, 0o755);
   fs.chmodSync(runDir, 0o775);
   t.match((await rejection(linux.prepareDir(runDir, { othersMayRead: true }))).message, /lets others change it: its mode 0775 \(drwxrwxr-x\) lets its group write/);
+});
+
+t.test('what the store holds: every file and sub-folder by the secret rule, links where they lead, one fix for all', async (t) => {
+  const dir = tmpDir(t);
+  const linux = linuxPlatform();
+  const store = path.join(dir, 'store');
+  await linux.prepareDir(store);
+  const self = process.geteuid?.() ?? 0;
+  const whom = `root${self ? ` and this daemon's uid ${self}` : ''} only`;
+  fs.writeFileSync(path.join(store, 'LOCK'), '', { mode: 0o600 });
+  fs.mkdirSync(path.join(store, 'sub'), { mode: 0o700 });
+  fs.writeFileSync(path.join(store, 'sub', 'x'), 'x', { mode: 0o600 });
+  t.match(await linux.prepareDir(store), { created: undefined, what: new RegExp(`; what it holds \\(read and change: ${whom}\\): LOCK 0600 \\(-rw-------\\) uid ${self}, sub 0700 \\(drwx------\\) uid ${self}, sub/x 0600 \\(-rw-------\\) uid ${self}$`) });
+
+  fs.chmodSync(path.join(store, 'sub', 'x'), 0o640);
+  fs.chmodSync(path.join(store, 'sub'), 0o750);
+  t.same(await rejection(linux.prepareDir(store)), {
+    name: 'DirAclError',
+    reason: 'acl',
+    message: `${path.join(store, 'sub')}, in ${store}, lets others read or change it: its mode 0750 (drwxr-x---) gives its group r-x; it must be readable and changeable by ${whom}; ` +
+      `${path.join(store, 'sub', 'x')}, in ${store}, lets others read or change it: its mode 0640 (-rw-r-----) gives its group r--; it must be readable and changeable by ${whom}; ` +
+      `refusing to use it. Fix (as root): chmod 700 ${path.join(store, 'sub')} && chmod 600 ${path.join(store, 'sub', 'x')}`,
+  }, 'a sub-folder and what it holds');
+  fs.rmSync(path.join(store, 'sub'), { recursive: true });
+
+  // A symbolic link: what it leads to may be opened at its own path, so that is what is checked; a dangling one is skipped.
+  const outside = path.join(dir, 'outside');
+  fs.writeFileSync(outside, 'x', { mode: 0o644 });
+  fs.symlinkSync(outside, path.join(store, 'log'));
+  fs.symlinkSync(path.join(dir, 'gone'), path.join(store, 'dangling'));
+  t.match((await rejection(linux.prepareDir(store))).message, new RegExp(`^${path.join(store, 'log')}, in ${store}, lets others read or change it: its mode 0644 \\(-rw-r--r--\\) .*Fix \\(as root\\): chmod 600 ${path.join(store, 'log')}$`));
+  fs.chmodSync(outside, 0o600);
+  t.match(await linux.prepareDir(store), { what: /what it holds .*: LOCK 0600 .*, log 0600 / });
+
+  // Many: the first ten named, one recursive command for all.
+  for (let i = 0; i < 12; i++) fs.writeFileSync(path.join(store, `f${String(i).padStart(2, '0')}`), '', { mode: 0o604 });
+  const many = (await rejection(linux.prepareDir(store))).message;
+  t.equal(many.match(/, in /g)?.length, 10);
+  t.match(many, new RegExp(`; and 2 more in ${store} like them; refusing to use it. Fix \\(as root\\): chmod -R go= ${store}$`));
+});
+
+t.test('what the store holds: an entry gone between the listing and its stat is skipped (a compaction elsewhere)', async (t) => {
+  const dir = tmpDir(t);
+  const store = path.join(dir, 'store');
+  fs.mkdirSync(store, { mode: 0o700 });
+  const ops = { ...realPosixOps, list: () => ['LOCK', 'log.1'], lstat: (p: string) => (p.endsWith('log.1') ? fs.lstatSync(path.join(dir, 'nope')) : realPosixOps.lstat(p)) };
+  fs.writeFileSync(path.join(store, 'LOCK'), '', { mode: 0o600 });
+  t.match(await securePosixDir(store, {}, ops), { what: /: LOCK 0600 \(-rw-------\) uid \d+$/ });
+  const unreadable = { ...realPosixOps, list: () => { throw Object.assign(new Error('EIO: i/o error'), { code: 'EIO' }); } };
+  t.match(await rejection(securePosixDir(store, {}, unreadable)), { reason: 'read', message: `cannot list ${store} to check who else may use what it holds: EIO: i/o error; refusing to use it` });
+});
+
+t.test('what the store holds, owned by someone else', { skip: !ROOT && 'chown needs root' }, async (t) => {
+  const dir = tmpDir(t);
+  const store = path.join(dir, 'store');
+  fs.mkdirSync(store, { mode: 0o700 });
+  fs.writeFileSync(path.join(store, 'LOCK'), '', { mode: 0o600 });
+  fs.chownSync(path.join(store, 'LOCK'), NOBODY, NOBODY);
+  t.match((await rejection(linuxPlatform().prepareDir(store))).message, new RegExp(`^${path.join(store, 'LOCK')}, in ${store}, lets others read or change it: its owner is uid ${NOBODY}, not root .*Fix \\(as root\\): chown root ${path.join(store, 'LOCK')}$`));
 });
 
 t.test('the store owned by someone else is refused', { skip: !ROOT && 'chown needs root' }, async (t) => {

@@ -91,7 +91,7 @@ function snapshotDir(dir: string): Map<string, Buffer> {
 
 function restoreDir(files: Map<string, Buffer>, dir: string): void {
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 }); // a store nobody else may read (Linux refuses a 0755 one)
-  for (const [n, b] of files) fs.writeFileSync(path.join(dir, n), b);
+  for (const [n, b] of files) fs.writeFileSync(path.join(dir, n), b, { mode: 0o600 }); // as the store made them
 }
 
 t.test('a crash at any step of a compaction leaves a store that opens with every committed write', async (t) => {

@@ -281,7 +281,8 @@ t.test('a torn header slot falls back to the other one; two damaged slots are co
 t.test('a half-written snapshot (compactor died before its rename) is removed on open', async (t) => {
   const dir = tmpDir(t);
   await fill(dir, 5);
-  fs.writeFileSync(path.join(dir, 'log.tmp'), 'BSKVLOG1 and then nothing useful');
+  // 0600 as the store makes its files: a wider one in the store refuses the open (test/security/store-perms.test.ts).
+  fs.writeFileSync(path.join(dir, 'log.tmp'), 'BSKVLOG1 and then nothing useful', { mode: 0o600 });
   const s = await openFileStore(dir);
   t.equal((await s.list('')).length, 5);
   t.notOk(fs.existsSync(path.join(dir, 'log.tmp')));
@@ -304,10 +305,10 @@ t.test('corruption in the middle of the log is a clear StoreError', async (t) =>
 
 t.test('a file that is not a log, and a path that cannot be a directory', async (t) => {
   const dir = tmpDir(t);
-  fs.writeFileSync(logOf(dir), 'hello, I am not a log at all, but I am longer than a header');
+  fs.writeFileSync(logOf(dir), 'hello, I am not a log at all, but I am longer than a header', { mode: 0o600 });
   await t.rejects(openFileStore(dir), /is not a blockspeaker log/);
   const file = path.join(dir, 'plain-file');
-  fs.writeFileSync(file, '');
+  fs.writeFileSync(file, '', { mode: 0o600 });
   await t.rejects(openFileStore(path.join(file, 'sub')), new RegExp(`file:.*cannot create directory .*sub`));
   if (process.getuid?.() !== 0) {
     const ro = path.join(dir, 'ro');
