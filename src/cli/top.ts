@@ -114,7 +114,11 @@ export function renderFrame(o: Overview, opts: FrameOptions): string {
   if (dp.lastPlan && typeof dp.lastPlan === 'object') out.push(`  last plan ${clean(JSON.stringify(dp.lastPlan))}`);
   if (dp.lastError) out.push(`  ${paint(`last error ${clean(typeof dp.lastError === 'string' ? dp.lastError : JSON.stringify(dp.lastError))}`, 'red', c)}`);
   out.push('', title('WARNINGS'));
-  out.push(...(o.warnings.length ? o.warnings.map((w) => `  ${paint(clean(w), 'yellow', c)}`) : ['  none']));
+  // One entry per key with its count (a daemon before that sends a list of strings).
+  const ws = o.warnings as Overview['warnings'] | string[];
+  const entries = Array.isArray(ws) ? ws.map((message) => ({ message, count: 1 })) : ws.entries;
+  out.push(...(entries.length ? entries.map((w) => `  ${paint(clean(w.message), 'yellow', c)}${w.count > 1 ? paint(` (seen ${w.count} times)`, 'dim', c) : ''}`) : ['  none']));
+  if (!Array.isArray(ws) && ws.evicted > 0) out.push(`  ${paint(`(${ws.evicted} older warnings dropped to keep the list at ${ws.limit})`, 'dim', c)}`);
   return out.join('\n') + '\n';
 }
 

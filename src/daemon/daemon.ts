@@ -39,6 +39,7 @@ import { countedRequests, release as releaseOptimizer } from './tiering.ts';
 import { cniInvoke, type CniInvokeParams } from './cni-invoke.ts';
 import { lazyMetrics, type MetricsSource } from './metrics.ts';
 import { overview, type Overview } from './overview.ts';
+import { WarningLog } from './warnings.ts';
 import { ClusterPeers } from './cluster.ts';
 import { bfdPeers, newBfdManager } from './bfd.ts';
 import { calicoNodeLayout } from '../cluster/node.ts';
@@ -156,8 +157,11 @@ export class Daemon {
   readonly status: StatusServer;
   /** Prometheus metrics, built on the first scrape: prom-client costs ~11 MB RSS in a daemon nobody scrapes. */
   private readonly metrics = lazyMetrics(() => this.metricsSource());
-  /** Config problems that do not stop the daemon (a pool that differs from the store's, Calico fields we ignore). */
-  readonly warnings: string[] = [];
+  /**
+   * Problems that do not stop the daemon (a pool that differs from the store's, Calico fields we ignore, store
+   * records IPAM skips): one entry per key with a count, bounded (src/daemon/warnings.ts), logged as they come.
+   */
+  readonly warnings = new WarningLog({ log: (msg, fields) => this.log.warn(fields, msg) });
   private ipc: IpcServer | null = null;
   private readonly log: Pino;
   private readonly startedAt: number;
@@ -199,22 +203,22 @@ export class Daemon {
     this.status.route('/calico', () => ({ body: this.calicoWatch?.detail() ?? null }));
     this.status.route('/ipam/pools', async () => ({ body: await this.poolUsage() }));
     this.status.route('/ipam/blocks', async (url) => ({ body: await this.blockUsage(url.searchParams.get('host') ?? undefined) }));
-    this.status.route('/ipam/config', async () => ({ body: this.ipam ? await (await import('../ipam/calico/ipamconfig.ts')).ipamConfigStatus(this.ipam.store, this.ipam.ds.layout) : null }));
+    this.status.route('/ipam/config', async () => ({ body: this.ipam ? await this.ipamConfigStatus(this.ipam) : null }));
     this.status.route('/dataplane', () => ({ body: this.dataplaneStatus() }));
     this.status.route('/readyz', () => {
       const r = this.ready();
       return { status: r.ready ? 200 : 503, body: r };
     });
     this.status.route('/metrics', async () => this.metrics());
-    this.status.route('/warnings', () => ({ body: this.warnings }));
+    this.status.route('/warnings', () => ({ body: this.warnings.view() }));
     this.status.route('/overview', async () => ({ body: await this.overview() }));
     addStatusPage(this.status);
     this.status.route('/cluster', () => ({ body: this.cluster?.status() ?? null }));
   }
 
-  private warn(msg: string): void {
-    this.warnings.push(msg);
-    this.log.warn(msg);
+  /** `key`: the store key the warning is about (one entry per key); without one, the text is the key. */
+  private warn(msg: string, key?: string): void {
+    this.warnings.add(msg, key);
   }
 
   // ---- lifecycle ------------------------------------------------------------------------------------------------
@@ -267,7 +271,8 @@ export class Daemon {
     // Calico's layout (its key/JSON model, start-up checks, node cleanup) is imported only when configured (issue 17).
     const calico = ic.layout === 'calico';
     const layout = (ic.layout ?? 'blockspeaker') === 'blockspeaker' ? blockspeakerLayout : (await import('../ipam/layouts.ts')).layoutByName(ic.layout);
-    const ipam = new Ipam(this.store, { layout, warn: (m) => this.warn(m) });
+    // Records IPAM skips are warned per store key, and the warning goes when the record is fixed or deleted.
+    const ipam = new Ipam(this.store, { layout, warn: (m, key) => this.warn(m, key), resolved: (key) => this.warnings.clear(key) });
     await ipam.setHost({ name: this.cfg.node.name, os: this.cfg.node.os, labels: this.cfg.node.labels });
     if (calico) await (await import('../ipam/calico/start.ts')).startCalicoLayout(ipam, this.cfg.node, ic);
     else {
@@ -562,13 +567,24 @@ export class Daemon {
       bgp: () => (this.cfg.bgp ? { asn: this.cfg.bgp.asn, routerId: this.cfg.bgp.routerId } : null),
       ready: () => this.ready(), peers: () => this.peersWithRoles(), routes: () => this.speaker?.rib.size ?? 0,
       pools: () => (this.ipam ? this.poolUsage() : null), blocks: () => (this.ipam ? this.blockUsage() : null),
-      announced: () => this.localPrefixes, dataplane: () => this.dataplaneStatus(), warnings: () => this.warnings,
+      announced: () => this.localPrefixes, dataplane: () => this.dataplaneStatus(), warnings: () => this.warnings.view(),
     });
   }
 
   ready(): { ready: boolean; store: boolean; speaker: boolean; dataplane: boolean } {
     const r = this.readiness;
     return { ready: r.store && r.speaker && r.dataplane && !this.stopped, ...r };
+  }
+
+  /** /ipam/config. Settings that cannot be read: the ones IPAM uses meanwhile (the last good), and why. */
+  private async ipamConfigStatus(ipam: Ipam): Promise<unknown> {
+    const { ipamConfigStatus } = await import('../ipam/calico/ipamconfig.ts');
+    try {
+      return await ipamConfigStatus(ipam.store, ipam.ds.layout);
+    } catch (e) {
+      const inForce = await ipam.ds.config().then((c) => c.value, () => null);
+      return { layout: ipam.ds.layout.name, inForce: ipam.ds.keys.config, config: inForce, error: `${ipam.ds.keys.config} cannot be read: ${(e as Error).message}` };
+    }
   }
 
   private needIpam(): Ipam {

@@ -4,6 +4,7 @@
 import type { PeerStatus } from '../bgp/speaker.ts';
 import type { PoolUsage } from './daemon.ts';
 import type { BlockInfo } from '../ipam/types.ts';
+import type { WarningsView } from './warnings.ts';
 import { formatPrefix, maxLen, parsePrefix, prefixContainsPrefix, type Prefix } from '../net/ip.ts';
 
 /** Pool utilisation, as the daemon computes it (daemon.ts; a type-only import, no module cycle at run time). */
@@ -49,7 +50,8 @@ export interface Overview {
     announced: string[];
   };
   dataplane: unknown;
-  warnings: string[];
+  /** One entry per key with a count, bounded (src/daemon/warnings.ts). */
+  warnings: WarningsView;
 }
 
 /** What the overview reads from the daemon. */
@@ -68,7 +70,7 @@ export interface OverviewSource {
   blocks(): Promise<BlockView[]> | null;
   announced(): readonly Prefix[];
   dataplane(): unknown;
-  warnings(): readonly string[];
+  warnings(): WarningsView;
 }
 
 export async function overview(src: OverviewSource): Promise<Overview> {
@@ -102,7 +104,7 @@ export async function overview(src: OverviewSource): Promise<Overview> {
     routes: src.routes(),
     ipam,
     dataplane: src.dataplane(),
-    warnings: [...src.warnings()],
+    warnings: src.warnings(),
   };
 }
 

@@ -45,7 +45,8 @@ import {
 } from './block.ts';
 import { IpamStore, Pass } from './datastore.ts';
 import type { Layout } from './layout.ts';
-import { parseSelector, SelectorError } from './selector.ts';
+import { parseSelector } from './selector.ts';
+import { validateConfig, validateHost, validatePool } from './validate.ts';
 import {
   IpamError,
   type AllocationAttr,
@@ -59,9 +60,7 @@ import {
   type Pool,
   type PoolSpec,
   type ReleaseResult,
-  type ReservationPolicy,
   type RouteView,
-  type Use,
 } from './types.ts';
 
 export interface IpamOptions {
@@ -76,8 +75,13 @@ export interface IpamOptions {
    * create, confirm, each its own write, as earlier versions and libcalico-go do (the tests' reference).
    */
   claim?: 'atomic' | 'two-phase';
-  /** Told about records that are skipped because they do not decode (default: process.emitWarning). */
-  warn?: (msg: string) => void;
+  /**
+   * Told about records that are skipped because they do not decode, once per key and revision (default:
+   * process.emitWarning). `key` is the record's store key.
+   */
+  warn?: (msg: string, key: string) => void;
+  /** Told when a key warned about decodes again or is gone. */
+  resolved?: (key: string) => void;
 }
 
 // Pool and block cidrs are parsed over and over on the hot path; they are few, so keep them parsed.
@@ -91,6 +95,11 @@ function pfx(cidr: string): Prefix {
   return p;
 }
 
+/** A request refused because a record it needs is in the store but cannot be trusted. */
+function unreadable(what: string, problem: string): IpamError {
+  return new IpamError('CORRUPT', `${what} cannot be read (${problem}); it is left as it is until it is fixed or deleted`);
+}
+
 /** 32-bit FNV-1 of a host name: where that host starts looking for a free block, so hosts spread out. */
 export function fnv1(text: string): number {
   let h = 0x811c9dc5;
@@ -101,104 +110,8 @@ export function fnv1(text: string): number {
   return h;
 }
 
-// ---- validation ---------------------------------------------------------------------------------------------------
-
-const NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
-
-function invalid(msg: string): never {
-  throw new IpamError('INVALID', msg);
-}
-
-/** Check a pool spec, fill defaults, and return the pool. Every error names the field. */
-export function validatePool(spec: PoolSpec): Pool {
-  if (typeof spec.name !== 'string' || !NAME.test(spec.name)) {
-    invalid(`pool name ${JSON.stringify(spec.name)} is not valid: lower-case letters, digits, "-" and "."`);
-  }
-  let cidr: Prefix;
-  try {
-    cidr = parsePrefix(spec.cidr);
-  } catch (e) {
-    invalid(`pool ${spec.name}: cidr: ${(e as Error).message}`);
-  }
-  const v4 = cidr.family === 4;
-  const blockSize = spec.blockSize ?? (v4 ? 26 : 122);
-  const [lo, hi] = v4 ? [20, 32] : [116, 128];
-  if (!Number.isInteger(blockSize) || blockSize < lo || blockSize > hi) {
-    invalid(`pool ${spec.name}: blockSize ${blockSize} out of range ${lo}..${hi} for IPv${cidr.family}`);
-  }
-  if (blockSize < cidr.len) invalid(`pool ${spec.name}: blockSize /${blockSize} is larger than the pool ${cidr}`);
-  const nodeSelector = spec.nodeSelector ?? 'all()';
-  try {
-    parseSelector(nodeSelector);
-  } catch (e) {
-    invalid(`pool ${spec.name}: nodeSelector: ${(e as SelectorError).message}`);
-  }
-  const allowedUses = spec.allowedUses ?? ['Workload', 'Tunnel'];
-  if (!Array.isArray(allowedUses) || allowedUses.length === 0 || allowedUses.some((u) => u !== 'Workload' && u !== 'Tunnel')) {
-    invalid(`pool ${spec.name}: allowedUses must be a non-empty list of Workload, Tunnel; got ${JSON.stringify(allowedUses)}`);
-  }
-  const reservation: ReservationPolicy = spec.reservation ?? { kind: 'auto' };
-  const blockAddrs = 2 ** (maxLen(cidr.family) - blockSize);
-  const count = (n: unknown, field: string, max: number): void => {
-    if (!Number.isInteger(n) || (n as number) < 0 || (n as number) > max) {
-      invalid(`pool ${spec.name}: reservation ${field} must be a whole number from 0 to ${max}, got ${JSON.stringify(n)}`);
-    }
-  };
-  switch (reservation.kind) {
-    case 'auto':
-    case 'none':
-      break;
-    case 'perBlock':
-      count(reservation.start, 'start', blockAddrs - 1);
-      count(reservation.end, 'end', blockAddrs - 1);
-      if (reservation.start + reservation.end >= blockAddrs) {
-        invalid(`pool ${spec.name}: reservation per-block ${reservation.start}:${reservation.end} leaves no address in a /${blockSize} block`);
-      }
-      break;
-    case 'perHost':
-      count(reservation.count, 'count', blockAddrs);
-      break;
-    case 'perPool':
-      count(reservation.count, 'count', Math.min(2 ** (maxLen(cidr.family) - cidr.len) - 1, 4096));
-      break;
-    default:
-      invalid(`pool ${spec.name}: unknown reservation kind ${JSON.stringify((reservation as { kind: unknown }).kind)}`);
-  }
-  for (const f of ['disabled', 'natOutgoing', 'disableBGPExport'] as const) {
-    if (spec[f] !== undefined && typeof spec[f] !== 'boolean') invalid(`pool ${spec.name}: ${f} must be true or false`);
-  }
-  return {
-    name: spec.name,
-    cidr: cidr.toString(),
-    blockSize,
-    nodeSelector,
-    disabled: spec.disabled ?? false,
-    allowedUses: [...new Set(allowedUses)] as Use[],
-    natOutgoing: spec.natOutgoing ?? false,
-    disableBGPExport: spec.disableBGPExport ?? false,
-    reservation,
-  };
-}
-
-export function validateHost(host: Host): Host {
-  if (typeof host.name !== 'string' || !NAME.test(host.name)) {
-    invalid(`host name ${JSON.stringify(host.name)} is not valid: lower-case letters, digits, "-" and "."`);
-  }
-  if (host.os !== 'linux' && host.os !== 'windows') invalid(`host ${host.name}: os must be linux or windows, got ${JSON.stringify(host.os)}`);
-  const labels = host.labels ?? {};
-  for (const [k, v] of Object.entries(labels)) {
-    if (!/^[A-Za-z0-9_./-]+$/.test(k) || typeof v !== 'string') invalid(`host ${host.name}: bad label ${JSON.stringify(k)}=${JSON.stringify(v)}`);
-  }
-  return { name: host.name, os: host.os, labels: { ...labels } };
-}
-
-export function validateConfig(c: IpamConfig): IpamConfig {
-  if (typeof c.strictAffinity !== 'boolean') invalid('strictAffinity must be true or false');
-  if (typeof c.autoAllocateBlocks !== 'boolean') invalid('autoAllocateBlocks must be true or false');
-  if (!Number.isInteger(c.maxBlocksPerHost) || c.maxBlocksPerHost < 0) invalid('maxBlocksPerHost must be a whole number >= 0 (0 = no limit)');
-  if (!Number.isFinite(c.ipCooldownSeconds) || c.ipCooldownSeconds < 0) invalid('ipCooldownSeconds must be >= 0');
-  return c;
-}
+// Validation lives in validate.ts (the layout's decoders use it too); exported here as before.
+export { validateConfig, validateHost, validatePool };
 
 // ---- per-host batching ----------------------------------------------------------------------------------------
 
@@ -315,7 +228,7 @@ export class Ipam {
   private readonly fullAt = new Map<string, number>();
 
   constructor(readonly store: Store, opts: IpamOptions = {}) {
-    this.ds = new IpamStore(store, opts.layout, opts.warn);
+    this.ds = new IpamStore(store, opts.layout, { warn: opts.warn ?? ((m) => process.emitWarning(m, 'IpamWarning')), resolved: opts.resolved });
     this.now = opts.now ?? Date.now;
     this.maxRetries = opts.maxRetries ?? 32;
     this.claimMode = opts.claim ?? 'atomic';
@@ -333,7 +246,15 @@ export class Ipam {
     for (let i = 0; i < this.maxRetries; i++) {
       const key = this.ds.keys.config;
       const kv = await this.store.get(key);
-      const next = validateConfig({ ...this.ds.layout.decodeConfig(kv), ...patch });
+      // Settings that do not decode are replaced (nothing is allocated from them): over the last good ones this
+      // process read, else the defaults.
+      let base: IpamConfig;
+      try {
+        base = this.ds.layout.decodeConfig(kv);
+      } catch {
+        base = await this.ds.config().then((c) => c.value, () => this.ds.layout.decodeConfig(undefined));
+      }
+      const next = validateConfig({ ...base, ...patch });
       const value = this.ds.layout.encodeConfig(next, kv);
       const r = await this.store.txn([{ key, modRevision: kv?.modRevision ?? 0 }], [{ type: 'put', key, value }]);
       if (r.succeeded) return next;
@@ -355,6 +276,17 @@ export class Ipam {
       if (pools.some((p) => p.name === pool.name)) throw new IpamError('CONFLICT', `pool ${pool.name} already exists`);
       const clash = pools.find((p) => prefixesOverlap(pfx(p.cidr), prefix));
       if (clash) throw new IpamError('CONFLICT', `pool ${pool.name} (${pool.cidr}) overlaps pool ${clash.name} (${clash.cidr})`);
+      const cur = await this.store.get(this.ds.keys.pool(pool.name));
+      if (cur) {
+        let readable = true;
+        try {
+          this.ds.layout.decodePool(cur);
+        } catch {
+          readable = false;
+        }
+        if (readable) throw new IpamError('CONFLICT', `pool ${pool.name} already exists`);
+        throw new IpamError('CORRUPT', `pool ${pool.name}: ${cur.key} exists but cannot be read; delete it first (ipam pool delete)`);
+      }
       const r = await this.store.txn(
         [{ key: this.ds.keys.poolSet, modRevision: setRev }, { key: this.ds.keys.pool(pool.name), modRevision: 0 }],
         [{ type: 'put', key: this.ds.keys.pool(pool.name), value: this.ds.layout.encodePool(pool) }, { type: 'put', key: this.ds.keys.poolSet, value: pool.name }],
@@ -369,7 +301,23 @@ export class Ipam {
     for (let i = 0; i < this.maxRetries; i++) {
       const kv = await this.store.get(this.ds.keys.pool(name));
       if (!kv) throw new IpamError('NOT_FOUND', `pool ${name} does not exist`);
-      const blocks = (await this.ds.blocks()).filter((b) => b.value.pool === name);
+      const listed = await this.ds.listBlocks();
+      // A block in the pool that cannot be read may hold addresses: the pool stays until it is fixed or deleted.
+      let poolCidr: Prefix | undefined;
+      try {
+        poolCidr = pfx(this.ds.layout.decodePool(kv).cidr);
+      } catch {
+        // The pool record itself cannot be read (it is skipped everywhere): it may still be deleted.
+      }
+      const unread = poolCidr && listed.bad.find((x) => {
+        try {
+          return prefixContainsPrefix(poolCidr, pfx(this.ds.layout.blockCidrOfKey(x.key)));
+        } catch {
+          return false;
+        }
+      });
+      if (unread) throw new IpamError('CORRUPT', `pool ${name}: block ${unread.key} cannot be read (${unread.problem}); fix or delete it first`);
+      const blocks = listed.blocks.filter((b) => b.value.pool === name);
       const used = blocks.reduce((n, b) => n + blockCounts(b.value).allocated, 0);
       if (used > 0) throw new IpamError('IN_USE', `pool ${name} still has ${used} allocated addresses; release them first (or disable the pool)`);
       const affs = (await this.ds.affinities()).filter((a) => blocks.some((b) => b.value.cidr === a.value.cidr));
@@ -479,6 +427,7 @@ export class Ipam {
 
   private async assignOne(pass: Pass, ctx: Ctx, item: AutoAssignArgs): Promise<AssignResult> {
     const result: AssignResult = { ipv4: [], ipv6: [], messages: [] };
+    await this.requireReadableHandle(pass, item.handle);
     const families: [Family, number][] = [[4, item.num4 ?? 0], [6, item.num6 ?? 0]];
     // Validate both families before allocating anything, so a bad request changes nothing.
     const poolsByFamily = new Map<Family, Pool[]>();
@@ -489,6 +438,13 @@ export class Ipam {
       await this.assignFamily(pass, ctx, item, family, n, poolsByFamily.get(family)!, out, result.messages);
     }
     return result;
+  }
+
+  /** A request with a handle the layout refuses fails before anything is allocated (its count is never rewritten). */
+  private async requireReadableHandle(pass: Pass, handle: string | undefined): Promise<void> {
+    if (!handle) return;
+    const problem = await pass.handleProblem(handle);
+    if (problem !== undefined) throw unreadable(`handle ${handle}: ${this.ds.keys.handle(handle)}`, problem);
   }
 
   private attrFor(ctx: Ctx, item: AutoAssignArgs, pool: Pool): AllocationAttr {
@@ -603,6 +559,9 @@ export class Ipam {
   private async loadAffine(pass: Pass, ctx: Ctx, ref: AffinityRef): Promise<BlockRecord | undefined> {
     const { cidr, state } = ref;
     const block = await pass.block(cidr);
+    // A block there that cannot be read: skipped, and its affinity (pending or not) left alone, as libcalico-go's
+    // findOrClaimBlock moves on to the next affine block when it cannot get one.
+    if (pass.blockProblem(cidr) !== undefined) return undefined;
     if (block && affineHost(block) === ctx.host.name) {
       if (state === 'pending') await this.confirmAffinity(ctx.host.name, cidr, ref.rev);
       return block;
@@ -772,7 +731,10 @@ export class Ipam {
       if (!pool) throw new IpamError('NO_POOL', `${args.ip} is not in any pool`);
       const cidr = prefixOf(ip, pool.blockSize);
       const pass = new Pass(this.ds);
+      await this.requireReadableHandle(pass, args.handle);
       let block = await pass.block(cidr.toString());
+      const problem = pass.blockProblem(cidr.toString());
+      if (problem !== undefined) throw unreadable(`${args.ip}: its block ${this.ds.keys.block(cidr.toString())}`, problem);
       if (!block) {
         const affine = await this.affineSet(pass, ctx);
         const limit = ctx.config.maxBlocksPerHost;
@@ -816,6 +778,11 @@ export class Ipam {
     return (await this.releaseBatcher.submit('release', { handle })).released;
   }
 
+  /**
+   * Release batch. A request that needs a record the layout refuses (its handle, a block the handle counts, the
+   * block of an address) fails on its own and changes nothing, as libcalico-go's ReleaseIPs/ReleaseByHandle return
+   * the error of a block they cannot read; the other requests of the batch go on.
+   */
   private async releaseBatch(items: ReleaseReq[]): Promise<(ReleaseOut | Error)[]> {
     for (let attempt = 0; attempt < this.maxRetries; attempt++) {
       const [config, pools] = await Promise.all([this.ds.config(), this.ds.pools()]);
@@ -823,7 +790,7 @@ export class Ipam {
       const cooldownMs = config.value.ipCooldownSeconds * 1000;
       const pass = new Pass(this.ds);
       const touched = new Map<string, BlockRecord>();
-      const results: ReleaseOut[] = [];
+      const results: (ReleaseOut | Error)[] = [];
       const releaseIn = async (block: BlockRecord, ordinal: number, out: ReleaseOut, text: string): Promise<void> => {
         const attr = release(block, ordinal, now, cooldownMs);
         if (!attr) {
@@ -837,20 +804,46 @@ export class Ipam {
       };
       for (const item of items) {
         const out: ReleaseOut = { released: [], notAllocated: [] };
-        results.push(out);
         if ('handle' in item) {
+          const handleProblem = await pass.handleProblem(item.handle);
+          if (handleProblem !== undefined) {
+            results.push(unreadable(`release of handle ${item.handle}: ${this.ds.keys.handle(item.handle)}`, handleProblem));
+            continue;
+          }
           const rec = await pass.handle(item.handle);
+          const blocks: BlockRecord[] = [];
+          let refused: Error | undefined;
           for (const cidr of Object.keys(rec?.blocks ?? {})) {
             const block = await pass.block(cidr);
-            if (!block) continue;
-            const prefix = pfx(cidr);
+            const problem = pass.blockProblem(cidr);
+            if (problem !== undefined) refused ??= unreadable(`release of handle ${item.handle}: its block ${this.ds.keys.block(cidr)}`, problem);
+            if (block) blocks.push(block);
+          }
+          if (refused) {
+            results.push(refused);
+            continue;
+          }
+          results.push(out);
+          for (const block of blocks) {
+            const prefix = pfx(block.cidr);
             for (const o of ordinalsOfHandle(block, item.handle)) await releaseIn(block, o, out, formatIP(ipAt(prefix, o)));
           }
           continue;
         }
+        const found: [IP, BlockRecord | undefined][] = [];
+        let refused: Error | undefined;
         for (const text of item.ips) {
           const ip = parseIP(text);
           const block = await this.blockOf(pass, pools, ip);
+          if (typeof block === 'string') refused ??= unreadable(`release of ${formatIP(ip)}: its block`, block);
+          else found.push([ip, block]);
+        }
+        if (refused) {
+          results.push(refused);
+          continue;
+        }
+        results.push(out);
+        for (const [ip, block] of found) {
           if (!block) out.notAllocated.push(formatIP(ip));
           else await releaseIn(block, ordinalOf(block, ip), out, formatIP(ip));
         }
@@ -867,11 +860,15 @@ export class Ipam {
     return items.map(() => err);
   }
 
-  private async blockOf(pass: Pass, pools: Pool[], ip: IP): Promise<BlockRecord | undefined> {
+  /** The block holding an address; a string (key: problem) when that block is in the store but cannot be read. */
+  private async blockOf(pass: Pass, pools: Pool[], ip: IP): Promise<BlockRecord | string | undefined> {
     const pool = pools.find((p) => prefixContainsIP(pfx(p.cidr), ip));
     if (pool) {
-      const b = await pass.block(prefixOf(ip, pool.blockSize).toString());
+      const cidr = prefixOf(ip, pool.blockSize).toString();
+      const b = await pass.block(cidr);
       if (b) return b;
+      const problem = pass.blockProblem(cidr);
+      if (problem !== undefined) return `${this.ds.keys.block(cidr)}: ${problem}`;
     }
     // The pool may be gone or resized: fall back to a scan.
     return (await pass.allBlocks()).find((b) => prefixContainsIP(pfx(b.cidr), ip));
@@ -901,6 +898,11 @@ export class Ipam {
         const existing = await pass.block(b.toString());
         if (existing) {
           (affineHost(existing) === hostName ? out.claimed : out.failed).push(b.toString());
+          continue;
+        }
+        if (pass.blockProblem(b.toString()) !== undefined) {
+          // There, but unreadable (a warning names it): not ours to claim, nor to write over.
+          out.failed.push(b.toString());
           continue;
         }
         const limit = ctx.config.maxBlocksPerHost;
@@ -936,7 +938,10 @@ export class Ipam {
           done = true;
           break;
         }
-        const b = await this.ds.block(blockCidr);
+        const read = await this.ds.readBlock(blockCidr);
+        // libcalico-go's ReleaseAffinity returns the error of a block it cannot read; so does this.
+        if (read.problem !== undefined) throw unreadable(`release of ${hostName}'s affinity to ${blockCidr}: the block ${read.kv!.key}`, read.problem);
+        const b = read.value && { value: read.value, rev: read.kv!.modRevision };
         const affCmp = { key: affKey, modRevision: aff.rev };
         if (!b || affineHost(b.value) !== hostName) {
           done = (await this.store.txn([affCmp], [{ type: 'delete', key: affKey }])).succeeded;

@@ -41,6 +41,10 @@ export async function migrateLayout(from: { store: Store; layout: Layout }, to: 
   ]);
   const srcBlockKeys = (await from.store.list(src.keys.blocks)).length;
   if (srcBlockKeys !== blocks.length) throw new IpamError('INVALID', `migrate: ${srcBlockKeys - blocks.length} source blocks do not decode; fix them first (see ipam check)`);
+  // Nor may an affinity (a node's route) or a handle (how its addresses are released) be left behind unread.
+  const [srcAffinityKeys, srcHandleKeys] = await Promise.all([from.store.list(src.keys.allAffinities), from.store.list(src.keys.handles)]);
+  if (srcAffinityKeys.length !== affinities.length) throw new IpamError('INVALID', `migrate: ${srcAffinityKeys.length - affinities.length} source affinities do not decode; fix them first`);
+  if (srcHandleKeys.length !== handles.length) throw new IpamError('INVALID', `migrate: ${srcHandleKeys.length - handles.length} source handles do not decode; fix them first`);
 
   const ops: Op[] = [];
   const put = (key: string, value: string) => ops.push({ type: 'put', key, value });

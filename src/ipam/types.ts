@@ -177,6 +177,8 @@ export type IpamErrorCode =
   | 'IN_USE'
   | 'NOT_BORROWABLE'
   | 'CONTENTION'
+  /** A record the request needs is in the store but cannot be trusted (it is skipped and never written over). */
+  | 'CORRUPT'
   /** The dataplane has not programmed what the address needs yet (HNS: its block's ip-subnet); retry. */
   | 'NOT_READY';
 

@@ -38,7 +38,14 @@ const sample: Overview = {
     announced: ['10.244.1.0/26', '10.244.2.7/32'],
   },
   dataplane: { kind: 'hns', errors: 2, lastSuccess: null, lastPlan: { add: 1 }, lastError: 'HNS said \x1b[31mno' },
-  warnings: ['pool x: \x1b[H differs'],
+  warnings: {
+    entries: [
+      { key: null, message: 'pool x: \x1b[H differs', count: 1, firstSeen: '2024-01-01T14:00:00.000Z', lastSeen: '2024-01-01T14:00:00.000Z' },
+      { key: '/k', message: 'skipping block /k: bad', count: 3, firstSeen: '2024-01-01T14:00:00.000Z', lastSeen: '2024-01-01T14:59:00.000Z' },
+    ],
+    evicted: 2,
+    limit: 256,
+  },
 };
 
 t.test('one frame: every section, bars, roles; the daemon\'s text cannot move the cursor or recolour', async (t) => {
@@ -51,12 +58,12 @@ t.test('one frame: every section, bars, roles; the daemon\'s text cannot move th
   t.match(plain, /10\.244\.1\.0\/26 +pods +\[#########=\.{10}\] +30 +30 +4 +50\.0%/);
   t.match(plain, /BORROWED\n +ADDRESS +BLOCK +FROM\n +10\.244\.2\.7 +10\.244\.2\.0\/26 +node-b/);
   t.match(plain, /DATAPLANE\n {2}kind hns {2}errors 2 {2}lastSuccess -\n {2}last plan \{"add":1\}\n {2}last error HNS said \?\[31mno/);
-  t.match(plain, /WARNINGS\n {2}pool x: \?\[H differs/);
+  t.match(plain, /WARNINGS\n {2}pool x: \?\[H differs\n {2}skipping block \/k: bad \(seen 3 times\)\n {2}\(2 older warnings dropped to keep the list at 256\)/);
   const colour = renderFrame(sample, { color: true });
   t.notMatch(colour.replace(/\x1b\[\d+m/g, ''), /\x1b/, 'with colour: only our own SGR sequences');
   t.match(colour, /\x1b\[32mEstablished\x1b\[0m/, 'Established in green');
   t.equal(colour.replace(/\x1b\[\d+m/g, ''), plain, 'colour changes nothing else (columns stay aligned)');
-  const none = renderFrame({ ...sample, peers: [], ipam: null, warnings: [] }, { color: false });
+  const none = renderFrame({ ...sample, peers: [], ipam: null, warnings: { entries: [], evicted: 0, limit: 256 } }, { color: false });
   t.match(none, /no BGP peers configured/);
   t.match(none, /no ipam section in the config/);
   t.match(none, /WARNINGS\n {2}none/);

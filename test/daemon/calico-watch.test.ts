@@ -44,6 +44,8 @@ status: { listen: "127.0.0.1:${statusPort}" }
 `);
   const run = spawnRun(file, dir, t);
   const get = async (path: string) => (await fetch(`http://127.0.0.1:${statusPort}${path}`)).json();
+  // /warnings: one entry per key with a count (src/daemon/warnings.ts); these tests read the messages.
+  const warnings = async (): Promise<string[]> => ((await get('/warnings')) as { entries: { message: string }[] }).entries.map((w) => w.message);
   const peers = async (): Promise<Peer[]> => get('/peers');
   const until = <T>(what: string, fn: () => Promise<T | undefined | false>) => waitFor(what, fn, 90_000, 100).catch((e) => {
     throw new Error(`${(e as Error).message}\n${run.stderr().slice(-2000)}`);
@@ -67,7 +69,7 @@ status: { listen: "127.0.0.1:${statusPort}" }
   await until('tor-a changed', async () => (await peers()).find((p) => p.address === '192.0.2.1')?.asn === 65011);
   // A bad version: a warning naming key and field, the last good version stays.
   await store.put(`${V3}bgppeers/tor-a`, res('BGPPeer', 'tor-a', { peerIP: '192.0.2.1', asNumber: 'many' }));
-  const warned = await until('bad tor-a warned', async () => ((await get('/warnings')) as string[]).find((w) => w.includes('bgppeers/tor-a') && w.includes('spec.asNumber')));
+  const warned = await until('bad tor-a warned', async () => (await warnings()).find((w) => w.includes('bgppeers/tor-a') && w.includes('spec.asNumber')));
   t.match(warned, /bgppeers\/tor-a \(BGPPeer tor-a\): spec\.asNumber: .*keeping the version of revision \d+/);
   t.equal((await peers()).find((p) => p.address === '192.0.2.1')?.asn, 65011, 'last good version in force');
   t.match(((await get('/calico')).keys as { key: string }[]).find((k) => k.key.endsWith('bgppeers/tor-a')), { state: 'stale' });
@@ -77,7 +79,7 @@ status: { listen: "127.0.0.1:${statusPort}" }
   await until('tor-c added', async () => (await peers()).some((p) => p.address === '192.0.2.3'));
   await store.delete(`${V3}bgpfilters/no-svc`);
   await until('tor-c out with its filter', async () => !(await peers()).some((p) => p.address === '192.0.2.3'));
-  t.ok(((await get('/warnings')) as string[]).some((w) => /bgppeers\/tor-c .*no BGPFilter named "no-svc".*peer left out/.test(w)), 'warned');
+  t.ok((await warnings()).some((w) => /bgppeers\/tor-c .*no BGPFilter named "no-svc".*peer left out/.test(w)), 'warned');
   // Deleted: tor-b goes; the others stay.
   await store.delete(`${V3}bgppeers/tor-b`);
   await until('tor-b deleted', async () => !(await peers()).some((p) => p.address === '192.0.2.2'));
@@ -86,7 +88,7 @@ status: { listen: "127.0.0.1:${statusPort}" }
   // BGPConfiguration: the mesh off (node.yaml leaves it unset), the AS overridden by node.yaml with a warning.
   await store.put(`${V3}bgpconfigurations/default`, res('BGPConfiguration', 'default', { asNumber: 64999, nodeToNodeMeshEnabled: false }));
   await until('mesh off', async () => (await get('/cluster')).mesh === false && !(await peers()).some((p) => p.address === '10.0.0.11'));
-  t.ok(((await get('/warnings')) as string[]).some((w) => w.includes('etcd: BGPConfiguration asNumber 64999 differs from bgp.asn 64512; bgp.asn is used')));
+  t.ok((await warnings()).some((w) => w.includes('etcd: BGPConfiguration asNumber 64999 differs from bgp.asn 64512; bgp.asn is used')));
   // The mesh back on: nodes without their own AS (the fixture's) run the cluster's, as calico-node reads it.
   await store.put(`${V3}bgpconfigurations/default`, res('BGPConfiguration', 'default', { asNumber: 64999, nodeToNodeMeshEnabled: true }));
   await until('mesh on', async () => (await get('/cluster')).mesh === true && (await peers()).some((p) => p.address === '10.0.0.11'));
@@ -99,7 +101,7 @@ status: { listen: "127.0.0.1:${statusPort}" }
   await store.put(`${V3}ippools/extra`, res('IPPool', 'extra', { cidr: '10.250.0.0/24', blockSize: 28, disabled: true }));
   await until('pool changed', async () => ((await get('/ipam/pools')) as { name: string; disabled: boolean }[]).find((p) => p.name === 'extra')?.disabled === true);
   await store.put(`${V3}ippools/wide`, res('IPPool', 'wide', { cidr: '10.251.0.0/24', blockSize: 99 }));
-  await until('bad pool warned', async () => ((await get('/warnings')) as string[]).some((w) => w.includes('ippools/wide') && /blockSize/.test(w)));
+  await until('bad pool warned', async () => (await warnings()).some((w) => w.includes('ippools/wide') && /blockSize/.test(w)));
   t.notOk(((await get('/ipam/pools')) as { name: string }[]).some((p) => p.name === 'wide'), 'never applied');
   await store.delete(`${V3}ippools/extra`);
   await until('pool removed', async () => !((await get('/ipam/pools')) as { name: string }[]).some((p) => p.name === 'extra'));

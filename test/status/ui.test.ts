@@ -81,7 +81,9 @@ t.test('a running daemon serves the page, /overview, 404 JSON, and every metric 
   t.same(o.ipam.announced, [o.ipam.blocks[0].cidr], 'the block is announced');
   t.same(o.ipam.borrowed, []);
   t.match(o.dataplane, { kind: 'none', errors: 0 });
-  t.ok(o.warnings.some((w: string) => w.includes(HOSTILE)), 'the hostile warning is in /overview as plain text');
+  t.ok(o.warnings.entries.some((w: { message: string }) => w.message.includes(HOSTILE)), 'the hostile warning is in /overview as plain text');
+  t.match(o.warnings, { evicted: 0, limit: 256 }, 'the warnings are a bounded list');
+  t.same((await d.get('/warnings')).body, o.warnings, '/warnings is the same list');
   t.match((await d.get('/routes?lpm=not-an-ip')).body, { error: /not-an-ip|address/i }, 'a bad lookup names the problem');
 
   // ---- the dashboard's metric names against this daemon's /metrics

@@ -287,8 +287,13 @@ export const APP_JS = String.raw`(function () {
     fill($('dataplane-detail'), detail);
   }
 
+  // One entry per key with its count, bounded by the daemon (evicted: how many older ones it dropped).
   function renderWarnings(ws) {
-    fill($('warning-list'), ws.length ? ws.map(function (w) { return h('li', { class: 'error' }, w); }) : [h('li', { class: 'empty' }, 'none')]);
+    var items = (ws.entries || []).map(function (w) {
+      return h('li', { class: 'error', title: 'first ' + w.firstSeen + ', last ' + w.lastSeen }, w.message, w.count > 1 ? ' (seen ' + w.count + ' times)' : null);
+    });
+    if (ws.evicted > 0) items.push(h('li', { class: 'empty' }, ws.evicted + ' older warnings dropped to keep the list at ' + ws.limit));
+    fill($('warning-list'), items.length ? items : [h('li', { class: 'empty' }, 'none')]);
   }
 
   // ---- refresh ---------------------------------------------------------------------------------------------------
