@@ -17,11 +17,15 @@
 //  - No NOTIFICATION is ever sent in answer to a NOTIFICATION (the peer has closed; RFC 4271 6.4 spirit).
 //  - Unexpected messages get the RFC 6608 subcodes (1 OpenSent, 2 OpenConfirm, 3 Established); unexpected
 //    timer events get subcode 0.
+//  - RFC 9687 Send Hold Timer: the RFC restarts it on every message sent; here it runs only while octets wait to go
+//    out (WritePending) and restarts on each write that reached the kernel (WriteProgress). Keepalives go at least
+//    every HoldTime/3 < SendHoldTime, so an idle healthy session never reaches it either way; this way a session
+//    with nothing to send has no timer to run.
 import { CeaseSubcode, ErrorCode, FsmSubcode, OpenSubcode } from './codec/errors.ts';
 
 export type State = 'Idle' | 'Connect' | 'Active' | 'OpenSent' | 'OpenConfirm' | 'Established';
 
-export type TimerName = 'ConnectRetry' | 'Hold' | 'Keepalive' | 'DelayOpen' | 'IdleHold' | 'Stable';
+export type TimerName = 'ConnectRetry' | 'Hold' | 'Keepalive' | 'DelayOpen' | 'IdleHold' | 'Stable' | 'SendHold';
 
 /** The fields of a NOTIFICATION. */
 export interface Notif {
@@ -43,6 +47,12 @@ export type FsmEvent =
   | { type: 'DelayOpenTimer_Expires' }
   | { type: 'IdleHoldTimer_Expires' }
   | { type: 'StableTimer_Expires' }
+  /** RFC 9687 event 29. */
+  | { type: 'SendHoldTimer_Expires' }
+  /** Not RFC 4271 events (RFC 9687's timer input): octets we wrote wait in the socket, not yet taken by the kernel. */
+  | { type: 'WritePending' }
+  /** A write reached the kernel; `pending`: octets still wait behind it. */
+  | { type: 'WriteProgress'; pending: boolean }
   /** Our outgoing TCP connection completed. */
   | { type: 'Tcp_CR_Acked' }
   /** An incoming TCP connection was accepted for this FSM. */
@@ -75,7 +85,8 @@ export interface DownInfo {
 
 export type FsmAction =
   | { type: 'connect' }
-  | { type: 'disconnect' }
+  /** Drop TCP: flush what was written first, unless `abort` (the socket is stuck: destroy it now). */
+  | { type: 'disconnect'; abort?: boolean }
   | { type: 'sendOpen' }
   | { type: 'sendKeepalive' }
   | { type: 'sendNotification'; code: number; subcode: number; data: Uint8Array }
@@ -115,6 +126,12 @@ export interface FsmConfig {
   dampThreshold?: number;
   /** Hold timer while waiting for the peer's OPEN (RFC 4271 8: "4 minutes suggested"). Default 240. */
   openHoldTime?: number;
+  /**
+   * RFC 9687 SendHoldTime, seconds: how long octets may wait in the socket without any write reaching the kernel
+   * before the session is closed (Send Hold Timer Expired). Default (absent) as the RFC recommends: the larger of
+   * 8 minutes and twice the negotiated hold time. 0 = off; also off when the negotiated hold time is 0.
+   */
+  sendHoldTime?: number;
   /** Uniform [0, 1). */
   random: () => number;
 }
@@ -151,6 +168,8 @@ export class Fsm {
   /** Times the session left Established. */
   flaps = 0;
   lastDown: DownInfo | null = null;
+  /** Octets wait in the socket (the adapter's WritePending / WriteProgress); reset with the connection. */
+  sendPending = false;
   private readonly running = new Set<TimerName>();
   private out: FsmAction[] = [];
 
@@ -181,6 +200,12 @@ export class Fsm {
     return this.running.has('Hold') ? -1 : 0;
   }
 
+  /** The SendHoldTime of this session in seconds; 0 = no Send Hold Timer (RFC 9687 4). */
+  get sendHoldTime(): number {
+    if (this.holdTime === 0) return 0;
+    return this.cfg.sendHoldTime ?? Math.max(SEND_HOLD_MIN, 2 * this.holdTime);
+  }
+
   /** Process one event; returns the actions to carry out, in order. */
   handle(ev: FsmEvent): FsmAction[] {
     this.out = [];
@@ -190,6 +215,10 @@ export class Fsm {
       if (!this.running.has(timer)) return [];
       this.running.delete(timer);
     }
+    if (ev.type === 'WritePending' || ev.type === 'WriteProgress') {
+      this.onWrite(ev);
+      return this.takeOut();
+    }
     switch (this.state) {
       case 'Idle': this.idle(ev); break;
       case 'Connect': this.connect(ev); break;
@@ -198,9 +227,33 @@ export class Fsm {
       case 'OpenConfirm': this.openConfirm(ev); break;
       case 'Established': this.established(ev); break;
     }
+    return this.takeOut();
+  }
+
+  private takeOut(): FsmAction[] {
     const out = this.out;
     this.out = [];
     return out;
+  }
+
+  /** The Send Hold Timer's input, in any state: it runs in Established while octets wait and no write progresses. */
+  private onWrite(ev: { type: 'WritePending' } | { type: 'WriteProgress'; pending: boolean }): void {
+    // Only a connection's writes count; one reported after it went down belongs to no session.
+    if (this.state !== 'OpenSent' && this.state !== 'OpenConfirm' && this.state !== 'Established') return;
+    if (ev.type === 'WritePending') {
+      this.sendPending = true;
+      if (this.state === 'Established' && !this.running.has('SendHold')) this.startSendHold();
+      return;
+    }
+    this.sendPending = ev.pending;
+    if (this.state !== 'Established') return;
+    if (ev.pending) this.startSendHold(); // progress: the full SendHoldTime again
+    else this.stop('SendHold');
+  }
+
+  private startSendHold(): void {
+    const t = this.sendHoldTime;
+    if (t > 0) this.start1('SendHold', t);
   }
 
   // ---- states ---------------------------------------------------------------------------------------------------
@@ -477,6 +530,8 @@ export class Fsm {
         this.restartHold();
         this.start1('Stable', this.cfg.stablePeriod ?? 60);
         this.go('Established');
+        // RFC 9687 3.3: the SendHoldTimer starts with Established (here: when octets already wait).
+        if (this.sendPending) this.startSendHold();
         this.emit({ type: 'established' });
         return;
       default:
@@ -501,6 +556,11 @@ export class Fsm {
         return;
       case 'HoldTimer_Expires':
         this.fail('hold timer expired', { code: ErrorCode.HOLD_TIMER_EXPIRED, subcode: 0 });
+        return;
+      case 'SendHoldTimer_Expires':
+        // RFC 9687 3.3: the NOTIFICATION is best effort, it must not delay the close: the socket is stuck, so it is
+        // destroyed at once rather than given time to flush.
+        this.fail('send hold timer expired', { code: ErrorCode.SEND_HOLD_TIMER_EXPIRED, subcode: 0 }, null, true);
         return;
       case 'KeepaliveTimer_Expires':
         this.emit({ type: 'sendKeepalive' });
@@ -635,10 +695,10 @@ export class Fsm {
    * The common error exit: optionally send a NOTIFICATION, stop timers, drop TCP, count a failure, damp,
    * go Idle.
    */
-  private fail(reason: string, send: Notif | null, received: Notif | null = null): void {
+  private fail(reason: string, send: Notif | null, received: Notif | null = null, abort = false): void {
     if (send) this.sendNotification(send);
     this.stopAll();
-    this.emit({ type: 'disconnect' });
+    this.emit(abort ? { type: 'disconnect', abort } : { type: 'disconnect' });
     this.connectRetryCounter++;
     const notification = send ? { ...send, direction: 'sent' as const } : received ? { ...received, direction: 'received' as const } : null;
     this.toIdle(reason, notification, true);
@@ -714,6 +774,7 @@ export class Fsm {
     if (to === 'Idle' || to === 'Active' || to === 'Connect') {
       this.holdTime = 0;
       this.keepaliveTime = 0;
+      this.sendPending = false;
     }
     this.emit({ type: 'state', from, to });
   }
@@ -730,7 +791,11 @@ const TIMER_OF: Partial<Record<FsmEventType, TimerName>> = {
   DelayOpenTimer_Expires: 'DelayOpen',
   IdleHoldTimer_Expires: 'IdleHold',
   StableTimer_Expires: 'Stable',
+  SendHoldTimer_Expires: 'SendHold',
 };
+
+/** RFC 9687 4: the default SendHoldTime is at least 8 minutes. */
+export const SEND_HOLD_MIN = 480;
 
 function ceaseOf(n: Notif | undefined, subcode: number): Notif {
   return n ?? { code: ErrorCode.CEASE, subcode };
@@ -749,5 +814,6 @@ export function timerEvent(t: TimerName): FsmEvent {
     case 'DelayOpen': return { type: 'DelayOpenTimer_Expires' };
     case 'IdleHold': return { type: 'IdleHoldTimer_Expires' };
     case 'Stable': return { type: 'StableTimer_Expires' };
+    case 'SendHold': return { type: 'SendHoldTimer_Expires' };
   }
 }

@@ -6,6 +6,8 @@
 //
 // Writes are corked within a tick and the socket's own buffer is the only queue here: `writable` tells the
 // speaker whether to produce more UPDATEs, 'drain' when to resume, so a flood never buffers unboundedly.
+// For RFC 9687's Send Hold Timer (kept by the FSM) this file only reports what the socket does: octets left waiting
+// after a write (WritePending), and each write that then reached the kernel (WriteProgress).
 import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
 import { IP, parseIP, formatIP } from '../net/ip.ts';
@@ -134,6 +136,12 @@ export class Session extends EventEmitter<SessionEvents> {
   private dispatching = false;
   private queued: FsmEvent[] = [];
   private readonly closing = new Set<net.Socket>();
+  /** WritePending was reported for the current socket and no WriteProgress has emptied it since. */
+  private writeWaiting = false;
+  /** The SendHoldTime the FSM last armed (for the log line when it expires). */
+  private sendHoldArmed = 0;
+  /** Write callback of the current socket: progress for the Send Hold Timer. */
+  private onWritten: (err?: Error | null) => void = () => {};
 
   localOpen: OpenMessage | null = null;
   remoteOpen: OpenMessage | null = null;
@@ -275,10 +283,28 @@ export class Session extends EventEmitter<SessionEvents> {
       process.nextTick(() => {
         this.corked = false;
         s.uncork();
+        this.checkPending(s);
       });
     }
     this.counters.messagesOut += messages;
-    s.write(b);
+    s.write(b, this.onWritten);
+    if (!this.corked) this.checkPending(s);
+  }
+
+  /** After a write was handed to the socket: octets the kernel did not take at once start the Send Hold Timer. */
+  private checkPending(s: net.Socket): void {
+    // (A write the kernel takes whole is done before write() returns: writableLength is back to 0.)
+    if (this.writeWaiting || this.socket !== s || s.writableLength === 0) return;
+    this.writeWaiting = true;
+    this.dispatch({ type: 'WritePending' });
+  }
+
+  /** A write of socket `s` completed (its octets are in the kernel): progress, when octets were waiting. */
+  private writeDone(s: net.Socket, err?: Error | null): void {
+    if (err || !this.writeWaiting || this.socket !== s) return;
+    const pending = s.writableLength > 0;
+    if (!pending) this.writeWaiting = false;
+    this.dispatch({ type: 'WriteProgress', pending });
   }
 
   // ---- actions ------------------------------------------------------------------------------------------------
@@ -287,17 +313,25 @@ export class Session extends EventEmitter<SessionEvents> {
     for (const a of actions) {
       switch (a.type) {
         case 'connect': this.connect(); break;
-        case 'disconnect': this.disconnect(); break;
+        case 'disconnect': this.disconnect(a.abort === true); break;
         case 'sendOpen': this.sendOpen(); break;
         case 'sendKeepalive': this.write(encodeKeepalive()); break;
         case 'sendNotification': {
           const what = `sent NOTIFICATION ${describeNotification(a)}`;
           this.lastError = what;
+          if (a.code === ErrorCode.SEND_HOLD_TIMER_EXPIRED) {
+            // RFC 9687 3.3: an error in the log; the NOTIFICATION itself will most likely never get through.
+            this.log.error(`${this.name}: send hold timer expired: nothing could be written to the socket for ${this.sendHoldArmed}s, ` +
+              `${this.bufferedBytes} octets waiting (RFC 9687); closing the session`);
+          }
           this.log.warn(`${this.name}: ${what}`);
           this.write(encodeNotification(a.code, a.subcode, a.data, this.decodeOpts));
           break;
         }
-        case 'startTimer': this.setTimer(a.timer, a.seconds); break;
+        case 'startTimer':
+          if (a.timer === 'SendHold') this.sendHoldArmed = a.seconds;
+          this.setTimer(a.timer, a.seconds);
+          break;
         case 'stopTimer': this.clearTimer(a.timer); break;
         case 'established': this.onEstablished(); break;
         case 'down':
@@ -389,6 +423,8 @@ export class Session extends EventEmitter<SessionEvents> {
   private attach(s: net.Socket, incoming: boolean): void {
     this.socket = s;
     this.incoming = incoming;
+    this.writeWaiting = false;
+    this.onWritten = (err) => this.writeDone(s, err);
     this.framer = new Framer();
     this.decodeOpts = { scratch: sharedScratch };
     this.localOpen = null;
@@ -417,10 +453,10 @@ export class Session extends EventEmitter<SessionEvents> {
     this.remotePort = s.remotePort ?? null;
   }
 
-  private disconnect(): void {
+  private disconnect(abort = false): void {
     const s = this.socket;
     this.socket = null;
-    if (s) this.dropSocket(s, true);
+    if (s) this.dropSocket(s, !abort);
   }
 
   /** Resolves when no socket of this session is open or closing. */

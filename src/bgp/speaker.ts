@@ -28,6 +28,7 @@ import { ExportQueue } from './export-queue.ts';
 import { RoutePolicy, type PolicyRule } from './route-policy.ts';
 import { FLUSH_GAP_MS, FlushPacer } from './flush-pacer.ts';
 import { PeerExports } from './export-policy.ts';
+import { RefusedLog, REFUSED_LOG_INTERVAL_MS, type RefusedLine } from './refused-log.ts';
 import {
   Session, familyOfAfi, ipv4ToU32, silentLogger, u32ToIPv4, type AddressFamily, type NegotiatedCapabilities,
 } from './session.ts';
@@ -58,6 +59,12 @@ export interface SpeakerPeerConfig {
   families?: AddressFamily[];
   /** Proposed hold time in seconds; 0 = no keepalives; 1-2 are invalid. Default 90. */
   holdTime?: number;
+  /**
+   * RFC 9687 SendHoldTime, seconds: octets waiting this long without any write reaching the peer close the session
+   * (Send Hold Timer Expired). Default: the larger of 480 and twice the negotiated hold time. 0 = off; when set, more
+   * than holdTime. No timer with hold time 0.
+   */
+  sendHoldTime?: number;
   /** Never connect, only accept the peer's connection. Default false. */
   passive?: boolean;
   /**
@@ -149,7 +156,7 @@ export interface SpeakerOptions {
    * and removes on a clean stop). Only the first session with each peer uses R.
    */
   restarted?: boolean;
-  /** Clock for PeerStatus.since/uptime, ms since the epoch. Default Date.now. */
+  /** Clock for PeerStatus.since/uptime and the refused-connection log's minute, ms since the epoch. Default Date.now. */
   now?: () => number;
   /** TCP-MD5/GTSM socket options (src/platform/sockopt.ts). Default: this OS's (Windows refuses such peers). */
   socketOptions?: SocketOptionsHost;
@@ -182,6 +189,8 @@ export interface PeerStatus {
   /** Negotiated hold time (seconds) once OPENs are exchanged, else null. */
   holdTime: number | null;
   keepaliveTime: number | null;
+  /** RFC 9687 SendHoldTime in effect (seconds; 0 = none) once OPENs are exchanged, else null. */
+  sendHoldTime?: number | null;
   capabilities: NegotiatedCapabilities | null;
   prefixes: {
     /** Held from the peer (Adj-RIB-In), including ones import policy rejected. */
@@ -251,6 +260,9 @@ export const LOCAL_SOURCE = 'local';
 /** How long a helper waits for End-of-RIB after the restarting peer came back (FRR's stalepath-time). */
 const STALE_PATH_TIME = 360;
 
+/** The largest timer setTimeout keeps (2^31 - 1 ms), in whole seconds. */
+const MAX_TIMER_SECONDS = 2147483;
+
 interface NormPeer {
   key: string;
   address: string;
@@ -259,6 +271,8 @@ interface NormPeer {
   port: number;
   families: AddressFamily[];
   holdTime: number;
+  /** undefined: RFC 9687's default (from the negotiated hold time). */
+  sendHoldTime: number | undefined;
   passive: boolean;
   /** Our restart time towards this peer; null = no GR with it. */
   gr: { restartTime: number } | null;
@@ -359,6 +373,9 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   private staticRoutes = new Set<string>();
   private readonly sessions = new Set<Session>();
   private readonly sockets: PeerSockets;
+  /** Connections from addresses that are not peers: counted, logged at most once a minute per address. */
+  private readonly refusedLog = new RefusedLog();
+  private refusedTimer: NodeJS.Timeout | null = null;
   /** Why peers with a password or ttlSecurity cannot run here (null: they can, or none has asked yet). */
   private sockoptRefusal: string | null = null;
   private tagger: CommunityTagger;
@@ -443,6 +460,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     }
     await Promise.all([...this.sessions].map((s) => s.whenClosed()));
     await serverClosed;
+    this.flushRefused(true);
     for (const p of this.peerMap.values()) {
       for (const s of [p.session, p.incoming]) if (s) this.forget(s);
       p.session = p.incoming = p.established = null;
@@ -515,6 +533,8 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       const exportChanged = !sameRules(p.cfg.exportRules, n.exportRules) || JSON.stringify(p.cfg.policy.export) !== JSON.stringify(n.policy.export);
       p.cfg = n;
       p.setPolicy(n);
+      // A local timer, not in the OPEN: the running sessions take it (from the next time it is armed).
+      for (const s of new Set([p.session, p.incoming])) if (s) s.fsm.cfg = { ...s.fsm.cfg, sendHoldTime: n.sendHoldTime };
       if (importChanged) {
         p.importFilter = compilePrefixList(n.importRules);
         if (this.rib.sourceNames().includes(p.source)) {
@@ -637,6 +657,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       remotePort: onWire ? s.remotePort : null,
       holdTime: connected ? s.fsm.holdTime : null,
       keepaliveTime: connected ? s.fsm.keepaliveTime : null,
+      sendHoldTime: connected ? s.fsm.sendHoldTime : null,
       capabilities: connected ? n : null,
       prefixes: {
         received: counts?.received ?? 0,
@@ -727,6 +748,11 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     else gr = global ? { restartTime: global.restartTime } : null;
     const holdTime = p.holdTime ?? 90;
     if (holdTime !== 0 && (holdTime < 3 || holdTime > 65535)) throw new Error(`peer ${address}: hold time ${holdTime} must be 0 or 3..65535`);
+    const sendHoldTime = p.sendHoldTime;
+    // RFC 9687 4: a non-zero SendHoldTime MUST be greater than the hold time. (setTimeout's limit caps it.)
+    if (sendHoldTime !== undefined && !(sendHoldTime === 0 || (sendHoldTime > holdTime && sendHoldTime <= MAX_TIMER_SECONDS))) {
+      throw new Error(`peer ${address}: sendHoldTime ${sendHoldTime} must be 0 (off) or more than holdTime (${holdTime}), at most ${MAX_TIMER_SECONDS}`);
+    }
     // Validate the lists now, so a bad config fails at construction, not at the first route.
     compilePrefixList(p.import);
     compilePrefixList(p.export);
@@ -752,6 +778,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       port: p.port ?? 179,
       families: p.families && p.families.length > 0 ? [...p.families] : [ip.family === 4 ? 'ipv4' : 'ipv6'],
       holdTime,
+      sendHoldTime,
       passive: p.passive === true,
       gr,
       importRules: p.import,
@@ -791,6 +818,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       gracefulRestart: c.gr ? { restartTime: c.gr.restartTime, restarting: p.restarting, forwarding: true } : null,
       fsm: {
         holdTime: c.holdTime,
+        sendHoldTime: c.sendHoldTime,
         connectRetryTime: c.connectRetry,
         connectRetryMax: c.connectRetryMax,
         idleHoldTime: c.idleHold,
@@ -883,6 +911,38 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     });
   }
 
+  /** Count a refused connection; log it if the address's minute is up (src/bgp/refused-log.ts). */
+  private noteRefused(address: string): void {
+    const line = this.refusedLog.note(address, this.now());
+    if (line) this.logRefused(line);
+    this.armRefusedFlush();
+  }
+
+  /** Counts of addresses that then go quiet are logged when their minute is up (checked once a minute). */
+  private armRefusedFlush(): void {
+    if (this.refusedTimer || !this.refusedLog.waiting()) return;
+    this.refusedTimer = setTimeout(() => {
+      this.refusedTimer = null;
+      this.flushRefused(false);
+      this.armRefusedFlush();
+    }, REFUSED_LOG_INTERVAL_MS);
+    this.refusedTimer.unref();
+  }
+
+  private flushRefused(all: boolean): void {
+    if (all && this.refusedTimer) {
+      clearTimeout(this.refusedTimer);
+      this.refusedTimer = null;
+    }
+    for (const line of this.refusedLog.flush(this.now(), all)) this.logRefused(line);
+  }
+
+  private logRefused(l: RefusedLine): void {
+    const what = l.count === 1 ? 'connection' : `${l.count} connections`;
+    if (l.address === null) this.log.info(`${what} refused from other addresses: not configured peers (not logged one by one)`, { count: l.count });
+    else this.log.info(`${what} from ${l.address} refused: not a configured peer`, { from: l.address, count: l.count });
+  }
+
   private closeServer(): Promise<void> {
     const srv = this.server;
     this.server = null;
@@ -900,10 +960,17 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       return;
     }
     const p = this.peerMap.get(key);
-    const s = p?.session;
-    if (!p || !s || !this.running) {
+    if (!p) {
+      // Not a peer: closed at once, nothing read or sent (as BIRD does), so a scan costs a socket for a moment only.
+      sock.on('error', () => {});
+      sock.destroy();
+      this.noteRefused(key);
+      return;
+    }
+    const s = p.session;
+    if (!s || !this.running) {
       // RFC 4486: a connection we will not use gets Cease/Connection Rejected.
-      this.log.info(`connection from ${remote} rejected: ${p ? (p.refused ? `peer refused (${p.refused})` : 'peer not running') : 'not a configured peer'}`);
+      this.log.info(`connection from ${remote} rejected: ${p.refused ? `peer refused (${p.refused})` : 'peer not running'}`);
       rejectSocket(sock);
       return;
     }
@@ -1307,7 +1374,7 @@ function normContext(cfg: SpeakerConfig): string {
 }
 
 function sameSession(a: NormPeer, b: NormPeer): boolean {
-  const strip = (n: NormPeer) => ({ ...n, ip: undefined, importRules: undefined, exportRules: undefined, allowAsIn: undefined, policy: undefined });
+  const strip = (n: NormPeer) => ({ ...n, ip: undefined, importRules: undefined, exportRules: undefined, allowAsIn: undefined, policy: undefined, sendHoldTime: undefined });
   return JSON.stringify(strip(a)) === JSON.stringify(strip(b));
 }
 

@@ -3,7 +3,7 @@
 // one iBGP session per other node and family, on that node's BGP address; `passive` toward a node whose address
 // sorts higher as a string (BIRD there is passive toward us when ours sorts higher, so we must open it); route
 // reflectors (a routeReflectorClusterID) are left out, and a route reflector itself is in no mesh at all.
-import type { PeerConfig, PeerGracefulRestart, SelectorPeerConfig } from '../config/types.ts';
+import type { MaxPrefixesConfig, PeerConfig, PeerGracefulRestart, SelectorPeerConfig } from '../config/types.ts';
 import type { SecretSource } from '../store/etcd-auth.ts';
 import { parseSelector } from '../ipam/selector.ts';
 import { nodeIP, type ClusterNode } from './node.ts';
@@ -17,6 +17,8 @@ export interface MeshSettings {
   gracefulRestart: PeerGracefulRestart | false;
   /** TCP-MD5 on every mesh session (bgp.nodeMeshPassword); peer-selector sessions use their BGPPeer's own. */
   password?: SecretSource;
+  /** Max-prefix of every session to another node, mesh and peer-selector alike (bgp.nodeMeshMaxPrefixes). */
+  maxPrefixes?: MaxPrefixesConfig;
 }
 
 /** A peer config plus the source address of our connections (the speaker's `localAddress`). */
@@ -44,6 +46,7 @@ export function meshPeers(self: ClusterNode, nodes: Iterable<ClusterNode>, s: Me
         // From our own BGP address, as confd's "source address": the other side knows us by it.
         localAddress: mine,
         ...(s.password ? { password: s.password } : {}),
+        ...(s.maxPrefixes ? { maxPrefixes: s.maxPrefixes } : {}),
       });
     }
   }
@@ -87,6 +90,7 @@ export function selectorPeers(self: ClusterNode, nodes: Iterable<ClusterNode>, s
         if (sp.ttlSecurity !== undefined) p.ttlSecurity = sp.ttlSecurity;
         if (sp.allowAsIn) p.allowAsIn = sp.allowAsIn;
         if (sp.policy) p.policy = sp.policy;
+        if (s.maxPrefixes) p.maxPrefixes = s.maxPrefixes;
         if (forward && sp.localAsn !== undefined) p.localAsn = sp.localAsn;
         if (self.routeReflectorClusterID && n.routeReflectorClusterID !== self.routeReflectorClusterID) p.routeReflectorClient = true;
         out.push(p);

@@ -235,7 +235,7 @@ function prefixRule(c: Checker, path: Path, v: unknown): PrefixRule | undefined 
   return r;
 }
 
-const PEER_FIELDS = ['address', 'asn', 'port', 'families', 'holdTime', 'passive', 'gracefulRestart', 'import', 'export', ...HARDENING_PEER_FIELDS, 'bfd', ...AS_PEER_FIELDS] as const;
+const PEER_FIELDS = ['address', 'asn', 'port', 'families', 'holdTime', 'sendHoldTime', 'passive', 'gracefulRestart', 'import', 'export', ...HARDENING_PEER_FIELDS, 'bfd', ...AS_PEER_FIELDS] as const;
 
 function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart | false): PeerConfig | undefined {
   const o = c.object(path, v, PEER_FIELDS, ['address', 'asn']);
@@ -258,6 +258,8 @@ function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart 
     }
     return x;
   });
+  // RFC 9687: absent = the RFC's default (from the negotiated hold time), so only a value given is kept.
+  const sendHoldTime = c.opt(o.sendHoldTime, undefined as number | undefined, (x) => sendHold(c, [...path, 'sendHoldTime'], x, holdTime));
   const passive = c.opt(o.passive, false, (x) => c.bool([...path, 'passive'], x));
   const gracefulRestart = c.opt(o.gracefulRestart, globalGr, (x) => restart(c, [...path, 'gracefulRestart'], x, globalGr));
   const rules = (k: 'import' | 'export') =>
@@ -266,7 +268,9 @@ function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart 
   const exp = rules('export');
   if (address === undefined || peerAs === undefined || port === undefined || families === undefined ||
       holdTime === undefined || passive === undefined || gracefulRestart === undefined) return undefined;
+  if (o.sendHoldTime !== undefined && sendHoldTime === undefined) return undefined;
   const p: PeerConfig = { address, asn: peerAs, port, families, holdTime, passive, gracefulRestart };
+  if (sendHoldTime !== undefined) p.sendHoldTime = sendHoldTime;
   if (imp) p.import = imp;
   if (exp) p.export = exp;
   if (o.maxPrefixes !== undefined) {
@@ -284,6 +288,18 @@ function peer(c: Checker, path: Path, v: unknown, globalGr: PeerGracefulRestart 
   if (asOpts === undefined) return undefined;
   Object.assign(p, asOpts);
   return p;
+}
+
+/** The largest timer setTimeout keeps (2^31 - 1 ms), in whole seconds. */
+const MAX_SEND_HOLD_TIME = 2147483;
+
+/** peers[].sendHoldTime (RFC 9687 4): 0 (off), or seconds more than the hold time; meaningless with hold time 0. */
+function sendHold(c: Checker, path: Path, x: unknown, holdTime: number | undefined): number | undefined {
+  if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > MAX_SEND_HOLD_TIME) return c.bad(path, `0 (off) or seconds up to ${MAX_SEND_HOLD_TIME}`, x);
+  if (x === 0 || holdTime === undefined) return x;
+  if (holdTime === 0) return c.fail(path, `has no effect with holdTime 0 (no Send Hold Timer without a hold time, RFC 9687); leave it out, got ${x}`);
+  if (x <= holdTime) return c.fail(path, `must be more than holdTime (${holdTime}) (RFC 9687 4), or 0 (off), got ${x}`);
+  return x;
 }
 
 const BGP_FIELDS = ['asn', 'routerId', 'listen', 'gracefulRestart', 'peers', 'announce', 'nodeToNodeMeshEnabled', ...COMMUNITY_BGP_FIELDS, ...MESH_BGP_FIELDS] as const;

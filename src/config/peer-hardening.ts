@@ -57,12 +57,21 @@ export function passwordSource(c: Checker, path: Path, x: unknown): SecretSource
 }
 
 /** bgp.nodeMeshPassword: TCP-MD5 on every node-to-node mesh session (Calico BGPConfiguration nodeMeshPassword). */
-export const MESH_BGP_FIELDS = ['nodeMeshPassword'] as const;
+export const MESH_BGP_FIELDS = ['nodeMeshPassword', 'nodeMeshMaxPrefixes'] as const;
 
-export function meshPasswordField(c: Checker, o: Record<string, unknown>): { nodeMeshPassword?: SecretSource } {
-  if (o.nodeMeshPassword === undefined || o.nodeMeshPassword === null) return {};
-  const src = passwordSource(c, ['bgp', 'nodeMeshPassword'], o.nodeMeshPassword);
-  return src ? { nodeMeshPassword: src } : {};
+export function meshPasswordField(c: Checker, o: Record<string, unknown>): { nodeMeshPassword?: SecretSource; nodeMeshMaxPrefixes?: MaxPrefixesConfig } {
+  const out: { nodeMeshPassword?: SecretSource; nodeMeshMaxPrefixes?: MaxPrefixesConfig } = {};
+  if (o.nodeMeshPassword !== undefined && o.nodeMeshPassword !== null) {
+    const src = passwordSource(c, ['bgp', 'nodeMeshPassword'], o.nodeMeshPassword);
+    if (src) out.nodeMeshPassword = src;
+  }
+  // The max-prefix of every session to another node (the mesh, and BGPPeers with a peerSelector), which Calico's
+  // BGPPeer cannot say: a node that leaks a full table into the mesh is cut off, not taken in.
+  if (o.nodeMeshMaxPrefixes !== undefined && o.nodeMeshMaxPrefixes !== null) {
+    const mp = maxPrefixes(c, ['bgp', 'nodeMeshMaxPrefixes'], o.nodeMeshMaxPrefixes);
+    if (mp) out.nodeMeshMaxPrefixes = mp;
+  }
+  return out;
 }
 
 /**

@@ -65,6 +65,11 @@ export interface PeerConfig {
   families: AddressFamily[];
   /** Proposed hold time in seconds; 0 = no keepalives. Default 90. */
   holdTime: number;
+  /**
+   * RFC 9687 SendHoldTime, seconds (0 = off; else more than holdTime). Absent: the RFC's default, the larger of 480
+   * and twice the negotiated hold time.
+   */
+  sendHoldTime?: number;
   /** Never connect, only accept the peer's connection. */
   passive: boolean;
   /** false: no graceful restart with this peer. Default: bgp.gracefulRestart (false when that is off). */
@@ -119,6 +124,8 @@ export interface BgpConfig {
   nodeToNodeMeshEnabled?: boolean;
   /** TCP-MD5 password of every mesh session (Calico BGPConfiguration nodeMeshPassword), by reference. */
   nodeMeshPassword?: SecretSource;
+  /** Max-prefix of every session to another node (the mesh, peerSelector peerings): peers[].maxPrefixes' form. */
+  nodeMeshMaxPrefixes?: MaxPrefixesConfig;
   /** From Calico BGPPeers with a peerSelector: peer with the registered nodes the selector matches. */
   selectorPeers?: SelectorPeerConfig[];
   /** Route reflector cluster ID: set by the daemon from node.bgp.routeReflectorClusterID. */

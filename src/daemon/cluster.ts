@@ -121,7 +121,7 @@ export class ClusterPeers {
     const bgp = this.bgp;
     const self = this.self;
     if (!bgp || !self) return;
-    const settings = { defaultAsn: bgp.clusterAsn ?? bgp.asn, port: bgp.listen ? bgp.listen.port : 179, holdTime: 90, gracefulRestart: bgp.gracefulRestart, password: bgp.nodeMeshPassword };
+    const settings = { defaultAsn: bgp.clusterAsn ?? bgp.asn, port: bgp.listen ? bgp.listen.port : 179, holdTime: 90, gracefulRestart: bgp.gracefulRestart, password: bgp.nodeMeshPassword, maxPrefixes: bgp.nodeMeshMaxPrefixes };
     const mesh = keepUnchanged(this.peers, [
       ...(this.mesh ? meshPeers(self, nodes.values(), settings) : []),
       ...selectorPeers(self, nodes.values(), bgp.selectorPeers ?? [], settings),

@@ -81,3 +81,18 @@ t.test("Calico's route-reflector recipe: BGPPeer nodeSelector all(), peerSelecto
   t.same(selectorPeers(rr, [...nodes, other], sp, S).find((p) => p.address === '10.0.0.8')?.routeReflectorClient, undefined,
     'a reflector of the same cluster is not a client');
 });
+
+t.test('bgp.nodeMeshMaxPrefixes: every session to another node carries it, mesh and peerSelector alike; unset, none does', async (t) => {
+  const limit = { ipv4: 5000, ipv6: 5000, restart: 60 };
+  const withLimit: MeshSettings = { ...S, maxPrefixes: limit };
+  const a = node('a', '10.0.0.5/24', { ipv6Address: 'fd00::5/64', labels: { rr: 'no' } });
+  const nodes = [a, node('b', '10.0.0.7/24', { ipv6Address: 'fd00::7/64' }), node('r', '10.0.0.9/24', { labels: { rr: 'yes' } })];
+  const mesh = meshPeers(a, nodes, withLimit);
+  t.equal(mesh.length, 3);
+  t.ok(mesh.every((p) => p.maxPrefixes === limit), 'each mesh peer');
+  const sp = [{ name: 'rr', peerSelector: "rr == 'yes'", port: 179, holdTime: 90, gracefulRestart: false as const }];
+  const sel = selectorPeers(a, nodes, sp, withLimit);
+  t.equal(sel.length, 1);
+  t.same(sel[0]!.maxPrefixes, limit, 'each peerSelector peer');
+  t.ok([...meshPeers(a, nodes, S), ...selectorPeers(a, nodes, sp, S)].every((p) => p.maxPrefixes === undefined), 'none without the setting');
+});

@@ -168,7 +168,7 @@ statu: {}
 `);
   t.same(errs.sort(), [
     'bgp.anounce: unknown field (did you mean announce?)',
-    'bgp.peers[1].color: unknown field (known: address, asn, port, families, holdTime, passive, gracefulRestart, import, export, maxPrefixes, password, ttlSecurity, bfd, allowAsIn, localAsn)',
+    'bgp.peers[1].color: unknown field (known: address, asn, port, families, holdTime, sendHoldTime, passive, gracefulRestart, import, export, maxPrefixes, password, ttlSecurity, bfd, allowAsIn, localAsn)',
     'bgp.peers[1].famillies: unknown field (did you mean families?)',
     'bgp.peers[1].holdtime: unknown field (did you mean holdTime?)',
     'bgp.routerId: required',

@@ -79,3 +79,13 @@ t.test('every mesh peer carries the mesh password; peer-selector peers keep thei
   const sel = selectorPeers(me, [me, ...others], [{ name: 'rr', peerSelector: "rr == 'true'", password: { file: '/s/rr' } } as never], S);
   t.same(sel.map((p) => [p.address, p.password]), [['10.0.0.3', { file: '/s/rr' }]]);
 });
+
+t.test('node.yaml: bgp.nodeMeshMaxPrefixes in peers[].maxPrefixes\' form, printed back; bad values named by field', async (t) => {
+  const c = parseConfig(cfg('nodeMeshMaxPrefixes: 10000'));
+  t.equal(c.bgp!.nodeMeshMaxPrefixes, 10000);
+  t.same(parseConfig(formatConfig(c)).bgp!.nodeMeshMaxPrefixes, 10000, 'formatConfig round-trips it');
+  t.same(parseConfig(cfg('nodeMeshMaxPrefixes: { ipv4: 500, restart: 30 }')).bgp!.nodeMeshMaxPrefixes, { ipv4: 500, restart: 30 });
+  t.equal(parseConfig(cfg('announce: []')).bgp!.nodeMeshMaxPrefixes, undefined);
+  t.throws(() => parseConfig(cfg('nodeMeshMaxPrefixes: 0')), /bgp\.nodeMeshMaxPrefixes/);
+  t.throws(() => parseConfig(cfg('nodeMeshMaxPrefixes: { warningPercent: 50 }')), /bgp\.nodeMeshMaxPrefixes: give a limit for ipv4 and\/or ipv6/);
+});

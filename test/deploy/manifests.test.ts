@@ -7,10 +7,10 @@
 // the Linux ConfigMap's config (layout switched to ours on a local store, peers and dataplane made local).
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { parseConfig, type Config } from '../../src/config/config.ts';
 import { linuxPlatform, realDeps } from '../../src/platform/platform.ts';
 import { blockspeakerBin } from '../lib/cli.ts';
@@ -31,6 +31,18 @@ function rendered(t: Test, m: Manifest): { pod: RenderedPod; cfg: Config; env: R
   return { pod, cfg, env: main.env };
 }
 
+/** Every peer of a shipped config has a max-prefix limit: a neighbour leaking a full table closes its session, not the node. */
+function maxPrefixOnEveryPeer(t: Test, cfg: Config, where: string): void {
+  const peers = cfg.bgp?.peers ?? [];
+  t.ok(peers.length > 0, `${where}: the config has peers`);
+  for (const p of peers) t.ok(p.maxPrefixes !== undefined, `${where}: peer ${p.address} has maxPrefixes (${JSON.stringify(p.maxPrefixes)})`);
+  // The mesh is on when the store is shared (etcd) unless the config turns it off: its sessions need a limit too.
+  const shared = typeof cfg.ipam?.store === 'string' ? /^etcds?:/.test(cfg.ipam.store) : cfg.ipam?.store !== undefined;
+  if (cfg.bgp && (cfg.bgp.nodeToNodeMeshEnabled ?? shared)) {
+    t.ok(cfg.bgp.nodeMeshMaxPrefixes !== undefined, `${where}: the node-to-node mesh is on, and its sessions have a max-prefix (${JSON.stringify(cfg.bgp.nodeMeshMaxPrefixes)})`);
+  }
+}
+
 function check(t: Test, path: string, os: 'linux' | 'windows'): { m: Manifest; cfg: Config; pod: RenderedPod } {
   const m = manifest(path);
   t.same(m.docs.map((d) => d.kind).sort(), ['ConfigMap', 'DaemonSet'], `${path}: a ConfigMap and a DaemonSet`);
@@ -49,6 +61,7 @@ function check(t: Test, path: string, os: 'linux' | 'windows'): { m: Manifest; c
   }
 
   const { pod, cfg, env } = rendered(t, m);
+  maxPrefixOnEveryPeer(t, cfg, path);
   t.equal(cfg.node.name, NODE.name, 'node.name from NODE_NAME (spec.nodeName)');
   t.equal(cfg.bgp?.routerId, NODE.ip, 'bgp.routerId from NODE_IP (status.hostIP)');
   t.equal(cfg.node.bgp?.ipv4Address, `${NODE.ip}/32`, "the node's registered address from NODE_IP");
@@ -184,9 +197,33 @@ t.test('systemd unit and its config', async (t) => {
   t.equal(svc.get('KillSignal'), 'SIGTERM', 'stop is SIGTERM (graceful restart)');
   t.match(svc.get('ExecReload'), /-HUP/, 'reload is SIGHUP');
   const cfg = parseConfig(readFileSync(join(repoRoot, 'deploy/systemd/node.yaml'), 'utf8'), 'deploy/systemd/node.yaml');
+  maxPrefixOnEveryPeer(t, cfg, 'deploy/systemd/node.yaml');
   t.equal(cfg.ipam!.store, `/var/lib/${svc.get('StateDirectory')}`, 'the store is the StateDirectory');
   t.equal(dirname(cfg.ipc ? cfg.ipc.path : ''), `/run/${svc.get('RuntimeDirectory')}`, 'the socket is in the RuntimeDirectory');
   t.equal(sections.get('Install')!.get('WantedBy'), 'multi-user.target');
+});
+
+t.test('every peer of every shipped config (deploy/, the Windows package) has a max-prefix limit', async (t) => {
+  // Found by content, so a config added later is held to it too: YAML files with a bgp section, and ConfigMap values.
+  const files = readdirSync(join(repoRoot, 'deploy'), { recursive: true, encoding: 'utf8' }).filter((f) => /\.ya?ml$/.test(f)).map((f) => `deploy/${f}`);
+  files.push('packaging/windows/node.yaml');
+  const configs: [string, Obj][] = [];
+  for (const f of files) {
+    for (const doc of parseAllDocuments(readFileSync(join(repoRoot, f), 'utf8')).map((d) => d.toJS() as Obj | null)) {
+      if (doc?.bgp) configs.push([f, doc]);
+      for (const [k, v] of Object.entries((doc?.kind === 'ConfigMap' && doc.data) || {})) {
+        const inner = typeof v === 'string' && /\.ya?ml$/.test(k) ? (parseYaml(v) as Obj | null) : null;
+        if (inner?.bgp) configs.push([`${f} ${k}`, inner]);
+      }
+    }
+  }
+  t.same(configs.map(([f]) => f).sort(), ['deploy/linux/blockspeaker.yaml node.yaml', 'deploy/systemd/node.yaml', 'deploy/windows/blockspeaker.yaml node.yaml', 'packaging/windows/node.yaml'],
+    'the shipped configs');
+  for (const [f, c] of configs) {
+    const peers = (c.bgp.peers ?? []) as Obj[];
+    t.ok(peers.length > 0, `${f}: has peers`);
+    for (const p of peers) t.ok(p.maxPrefixes, `${f}: peer ${p.address} sets maxPrefixes`);
+  }
 });
 
 t.test("the probes' endpoints answer on the metrics listener of a daemon run with the Linux ConfigMap's config", async (t) => {

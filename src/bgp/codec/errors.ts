@@ -1,5 +1,5 @@
 // NOTIFICATION error codes and subcodes (RFC 4271 4.5 and 6, RFC 5492, RFC 6608, RFC 4486, RFC 7313, RFC 8538,
-// RFC 9234) and the error values the codec uses.
+// RFC 9234, RFC 9687) and the error values the codec uses.
 
 export const ErrorCode = {
   MESSAGE_HEADER: 1,
@@ -9,6 +9,8 @@ export const ErrorCode = {
   FSM: 5,
   CEASE: 6,
   ROUTE_REFRESH: 7,
+  /** RFC 9687 (subcode 0, no data). */
+  SEND_HOLD_TIMER_EXPIRED: 8,
 } as const;
 
 export const HeaderSubcode = { UNSPECIFIC: 0, CONNECTION_NOT_SYNCHRONIZED: 1, BAD_MESSAGE_LENGTH: 2, BAD_MESSAGE_TYPE: 3 } as const;
@@ -69,6 +71,7 @@ const CODE_NAMES: Record<number, string> = {
   5: 'Finite State Machine Error',
   6: 'Cease',
   7: 'ROUTE-REFRESH Message Error',
+  8: 'Send Hold Timer Expired',
 };
 
 const SUBCODE_NAMES: Record<number, Record<number, string>> = {
