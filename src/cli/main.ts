@@ -1,6 +1,9 @@
 // The `blockspeaker` command: dispatches to one module per subcommand group.
 import { CliError } from './args.ts';
 import { holdOptimizer } from '../daemon/tiering.ts';
+import { setPipeOwnerLookup } from '../ipc/client.ts';
+import { HOST_PLATFORM } from '../platform/paths.ts';
+import { describePipeServer } from '../platform/pipe-acl.ts';
 
 type Group = { run(argv: string[]): Promise<number> };
 
@@ -28,6 +31,16 @@ process.stdout.on('error', (err: NodeJS.ErrnoException) => {
   if (err.code === 'EPIPE') process.exit(0);
   throw err;
 });
+
+// Windows: a control pipe that does not prove it is the daemon is refused naming its owner (process, image,
+// account), read with the Win32 calls; only the CLI loads them, the CNI plugin carries no native code.
+if (HOST_PLATFORM === 'win32') {
+  setPipeOwnerLookup(async (endpoint) => {
+    const { win32Security } = await import('../platform/win32-security.ts');
+    const server = (await win32Security()).pipeServer?.(endpoint);
+    return server && describePipeServer(server);
+  });
+}
 
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;

@@ -4,11 +4,18 @@
 // CNI plugin starts once per pod, and loading net-ipc pulls in msgpackr and fast-zlib (~40 ms here); its client also
 // never settles connect() when reconnects are off and the socket is missing, and shares pending requests across
 // instances. This one sends the handshake and the first request in one write, and fails fast with a clear message.
+//
+// On Windows it first waits for the daemon's proof (./proof.ts) and sends nothing, not even the handshake, until the
+// proof checks out: a process that took the pipe's name while the daemon was down gets no byte to impersonate the
+// caller with, and no request to answer.
 import net from 'node:net';
+import { ipcKeyFile } from '../platform/paths.ts';
+import { checkProof, PipeKeyError, PROOF_BYTES, readPipeKey, startsLikeProof } from './proof.ts';
 import { DEFAULT_SOCKET, socketEndpoint, type IpcMethods, type Response } from './protocol.ts';
 import { Deframer, frame, INIT_TAG, T_CONNECTION, T_END, T_REQUEST, T_RESPONSE, type Packet } from './wire.ts';
 
-export type IpcErrorCode = 'NOT_RUNNING' | 'PERMISSION' | 'TIMEOUT' | 'CLOSED' | 'PROTOCOL' | 'REMOTE';
+/** UNTRUSTED: the process at the pipe did not prove it is the daemon; nothing was sent to it. */
+export type IpcErrorCode = 'NOT_RUNNING' | 'PERMISSION' | 'TIMEOUT' | 'CLOSED' | 'PROTOCOL' | 'REMOTE' | 'UNTRUSTED';
 
 /** A failed call. `code` says whether the daemon was unreachable or answered with an error (`remoteCode`). */
 export class IpcError extends Error {
@@ -28,6 +35,16 @@ export interface IpcClientOptions {
   connectTimeoutMs?: number;
   /** Default per-request timeout. Default 10000 ms. */
   timeoutMs?: number;
+  /**
+   * The key file the server must prove itself with before anything is sent (./proof.ts). Default: this OS's
+   * (Windows: the one the daemon writes for this pipe; Linux: none). null: do not check, skip a proof if one comes.
+   */
+  keyFile?: string | null;
+  /**
+   * Who owns the endpoint, in words, for the refusal's message (the CLI looks it up with the Win32 calls; the CNI
+   * plugin carries no native code and passes none).
+   */
+  describeOwner?: (endpoint: string) => Promise<string | undefined>;
 }
 
 interface Pending {
@@ -35,6 +52,13 @@ interface Pending {
   resolve: (v: unknown) => void;
   reject: (e: IpcError) => void;
   timer: NodeJS.Timeout | undefined;
+}
+
+let ownerLookup: ((endpoint: string) => Promise<string | undefined>) | undefined;
+
+/** The CLI on Windows names a refused pipe's owner with the Win32 calls; the CNI plugin, free of native code, cannot. */
+export function setPipeOwnerLookup(fn: ((endpoint: string) => Promise<string | undefined>) | undefined): void {
+  ownerLookup = fn;
 }
 
 export class IpcClient {
@@ -47,14 +71,20 @@ export class IpcClient {
   private closedBy: IpcError | undefined;
   private readonly connectTimeoutMs: number;
   private readonly timeoutMs: number;
+  private readonly keyFile: string | undefined;
+  /** Bytes for the server, held until its proof checks out (undefined: write straight to the socket). */
+  private outbox: Buffer[] | undefined;
+  /** What came before the proof was complete (or skipped); undefined once it is. */
+  private head: Buffer | undefined;
 
   constructor(
     readonly path: string = DEFAULT_SOCKET,
-    opts: IpcClientOptions = {},
+    private readonly opts: IpcClientOptions = {},
   ) {
     this.endpoint = socketEndpoint(path);
     this.connectTimeoutMs = opts.connectTimeoutMs ?? 2000;
     this.timeoutMs = opts.timeoutMs ?? 10_000;
+    this.keyFile = opts.keyFile === null ? undefined : (opts.keyFile ?? ipcKeyFile(path));
   }
 
   /** Connect now (calls connect lazily otherwise). Rejects with NOT_RUNNING, PERMISSION or TIMEOUT. */
@@ -62,29 +92,64 @@ export class IpcClient {
     if (this.connecting && this.socket && !this.socket.destroyed) return this.connecting;
     this.closedBy = undefined;
     this.deframer = new Deframer();
+    this.head = Buffer.alloc(0);
+    const hello = Buffer.concat([Buffer.from(INIT_TAG), frame({ t: T_CONNECTION, d: { compress: false, messagepack: false, extras: null, id: null } })]);
     this.connecting = new Promise<void>((resolve, reject) => {
       const sock = net.connect({ path: this.endpoint });
       this.socket = sock;
-      const timer = setTimeout(() => {
+      let settled = false;
+      const settle = (e?: IpcError) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        if (!e) {
+          // Idle sockets do not keep the process alive; a pending request refs it again.
+          if (this.pending.size === 0) sock.unref();
+          return resolve();
+        }
         sock.destroy();
-        reject(new IpcError('TIMEOUT', `blockspeaker daemon at ${this.path} did not accept a connection within ${this.connectTimeoutMs} ms`));
-      }, this.connectTimeoutMs);
-      sock.once('connect', () => {
-        clearTimeout(timer);
-        // Idle sockets do not keep the process alive; a pending request refs it again.
-        if (this.pending.size === 0) sock.unref();
-        resolve();
-      });
-      sock.on('error', (err: NodeJS.ErrnoException) => {
-        clearTimeout(timer);
-        const e = this.describe(err);
         reject(e);
         this.fail(e);
+      };
+      const timer = setTimeout(() => settle(new IpcError('TIMEOUT', this.keyFile && sock.readyState === 'open'
+        ? `the process at ${this.endpoint} sent no proof that it is the blockspeaker daemon within ${this.connectTimeoutMs} ms; nothing was sent to it`
+        : `blockspeaker daemon at ${this.path} did not accept a connection within ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs);
+      let key: Buffer | undefined;
+      sock.once('connect', () => {
+        if (!this.keyFile) return settle();
+        try {
+          key = readPipeKey(this.keyFile);
+        } catch (e) {
+          const k = e as PipeKeyError;
+          const permission = k.code === 'EACCES' || k.code === 'EPERM';
+          void this.refusal(permission ? 'PERMISSION' : 'UNTRUSTED', k.message).then(settle);
+        }
       });
-      sock.on('close', () => this.fail(this.closedBy ?? new IpcError('CLOSED', `blockspeaker daemon at ${this.path} closed the connection`)));
-      sock.on('data', (chunk: Buffer) => this.onData(chunk));
-      // The handshake goes out at once; requests written after it are queued behind it on the socket.
-      sock.write(Buffer.concat([Buffer.from(INIT_TAG), frame({ t: T_CONNECTION, d: { compress: false, messagepack: false, extras: null, id: null } })]));
+      sock.on('error', (err: NodeJS.ErrnoException) => settle(this.describe(err)));
+      sock.on('close', () => {
+        if (this.outbox) return void this.refusal('UNTRUSTED', 'it closed the connection without a proof').then(settle);
+        this.fail(this.closedBy ?? new IpcError('CLOSED', `blockspeaker daemon at ${this.path} closed the connection`));
+      });
+      sock.on('data', (chunk: Buffer) => {
+        if (!this.outbox) return this.onData(chunk);
+        // Checking: nothing has been sent yet. The proof first, then whatever followed it.
+        this.head = Buffer.concat([this.head!, chunk]);
+        if (!key) return; // the key is being read or could not be (settle runs)
+        if (this.head.length < PROOF_BYTES && startsLikeProof(this.head)) return;
+        const r = checkProof(key, this.head.subarray(0, PROOF_BYTES), Date.now());
+        if (!r.ok) return void this.refusal('UNTRUSTED', r.why).then(settle);
+        const rest = this.head.subarray(PROOF_BYTES);
+        this.head = undefined;
+        const out = this.outbox;
+        this.outbox = undefined;
+        sock.write(Buffer.concat(out));
+        settle();
+        if (rest.length) this.onData(rest);
+      });
+      // Without a key to check, the handshake goes out at once; requests written after it queue behind it. With one,
+      // both wait in the outbox for the proof.
+      this.outbox = this.keyFile ? [hello] : undefined;
+      if (!this.outbox) sock.write(hello);
     });
     this.connecting.catch(() => undefined);
     return this.connecting;
@@ -113,7 +178,9 @@ export class IpcClient {
     });
     result.catch(() => undefined); // a failed connect rejects both; the connect error is the one reported
     sock.ref();
-    if (!sock.destroyed) sock.write(frame({ t: T_REQUEST, d: { m: method, p: params }, n: nonce }));
+    const req = frame({ t: T_REQUEST, d: { m: method, p: params }, n: nonce });
+    if (this.outbox) this.outbox.push(req);
+    else if (!sock.destroyed) sock.write(req);
     try {
       await this.connecting;
       const res = (await result) as Response;
@@ -167,7 +234,30 @@ export class IpcClient {
     }
   }
 
+  /** The error for a server that did not prove itself: names the pipe, why, and who owns it when that can be told. */
+  private async refusal(code: IpcErrorCode, why: string): Promise<IpcError> {
+    let owner: string | undefined;
+    try {
+      owner = await (this.opts.describeOwner ?? ownerLookup)?.(this.endpoint);
+    } catch {
+      /* a diagnostic only */
+    }
+    const found = owner ? `; its owner: ${owner}` : ownerLookup || this.opts.describeOwner ? '' : ' (`blockspeaker show status`, run as an administrator, names the process that owns it)';
+    if (code === 'PERMISSION') return new IpcError(code, `${why}${found}`);
+    return new IpcError(code, `refusing ${this.endpoint}: the process that owns it did not prove it is the blockspeaker daemon: ${why}${found}. Nothing was sent to it. A local user may have created the pipe while the daemon was down: stop that process, then start the daemon`);
+  }
+
   private onData(chunk: Buffer): void {
+    if (this.head) {
+      // Not checking proofs (Linux, or keyFile null): skip one if the server sends it.
+      const head = this.head.length ? Buffer.concat([this.head, chunk]) : chunk;
+      if (startsLikeProof(head)) {
+        if (head.length < PROOF_BYTES) return void (this.head = head);
+        chunk = head.subarray(PROOF_BYTES);
+      } else chunk = head;
+      this.head = undefined;
+      if (!chunk.length) return;
+    }
     let packets: Packet[];
     try {
       packets = this.deframer.push(chunk);

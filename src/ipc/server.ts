@@ -8,7 +8,9 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import { hostPlatform, type Platform } from '../platform/platform.ts';
+import { randomBytes } from 'node:crypto';
 import { ipcRequest } from './client.ts';
+import { makeProof, PIPE_KEY_BYTES } from './proof.ts';
 import type { Request, Response, StatusReply } from './protocol.ts';
 import { Deframer, FrameTooLargeError, frame, INIT_TAG, T_CONNECTION, T_END, T_PING, T_PONG, T_REQUEST, T_RESPONSE, type Packet } from './wire.ts';
 
@@ -96,18 +98,20 @@ function probe(endpoint: string, timeoutMs = 500): Promise<'live' | 'denied' | '
 }
 
 /** Whether whatever accepts connections at `endpoint` answers a status request as a blockspeaker daemon does. */
-async function answersAsDaemon(endpoint: string): Promise<boolean> {
+async function answersAsDaemon(endpoint: string, keyFile: string | null): Promise<boolean> {
   try {
-    const r = await ipcRequest<{ pid?: unknown }>(endpoint, 'status', {}, { connectTimeoutMs: 1000, timeoutMs: 1500 });
+    // On Windows only a daemon that proves itself with the key (src/ipc/proof.ts) counts: a squatter answering
+    // "status" with a pid is still a squatter.
+    const r = await ipcRequest<{ pid?: unknown }>(endpoint, 'status', {}, { connectTimeoutMs: 1000, timeoutMs: 1500, keyFile });
     return typeof r?.pid === 'number';
   } catch {
     return false;
   }
 }
 
-async function refuseTaken(path: string, endpoint: string): Promise<void> {
+async function refuseTaken(path: string, endpoint: string, keyFile: string | null): Promise<void> {
   const who = await probe(endpoint);
-  if (who === 'live' && await answersAsDaemon(endpoint)) throw new IpcStartError(`another blockspeaker daemon is already listening on ${path}`);
+  if (who === 'live' && await answersAsDaemon(endpoint, keyFile)) throw new IpcStartError(`another blockspeaker daemon is already listening on ${path}`);
   // A squatter: something else took the name first (on Windows, to receive what the CLI and CNI plugin send).
   if (who === 'live') throw new IpcStartError(`${path} is already owned by another process that does not answer as a blockspeaker daemon; refusing to start`);
   if (who === 'denied') throw new IpcStartError(`${path} is already owned by another process that denies us access (${endpoint}); refusing to start`);
@@ -122,7 +126,8 @@ export async function checkIpcPath(path: string, platform: Platform = hostPlatfo
 }
 
 async function clearPath(path: string, endpoint: string, platform: Platform): Promise<void> {
-  if (platform.id === 'win32') return refuseTaken(path, endpoint);
+  const keyFile = platform.ipcKeyFile(path) ?? null;
+  if (platform.id === 'win32') return refuseTaken(path, platform.ipcListenPath(path), keyFile);
   let st: fs.Stats;
   try {
     st = fs.lstatSync(endpoint);
@@ -131,7 +136,7 @@ async function clearPath(path: string, endpoint: string, platform: Platform): Pr
     throw e;
   }
   if (!st.isSocket()) throw new IpcStartError(`${path} exists and is not a socket; refusing to replace it`);
-  await refuseTaken(path, endpoint);
+  await refuseTaken(path, endpoint, keyFile);
   // Stale: left by a daemon that died. Remove it so listen() can bind.
   try {
     fs.unlinkSync(endpoint);
@@ -173,6 +178,11 @@ export async function startIpcServer(opts: IpcServerOptions): Promise<IpcServer>
     }
   }
 
+  // Windows: a new key each start, written before we listen, so every connection can be sent a proof.
+  const keyFile = platform.ipcKeyFile(path);
+  const key = keyFile ? await writePipeKey(platform, path, keyFile) : undefined;
+  const proof = key ? () => makeProof(key, Date.now()) : undefined;
+
   const handlers = new Map<string, IpcHandler>(Object.entries(opts.handlers ?? {}));
   const started = Date.now();
   if (!handlers.has('status')) {
@@ -200,7 +210,7 @@ export async function startIpcServer(opts: IpcServerOptions): Promise<IpcServer>
   const sockets = new Set<net.Socket>();
   server.on('error', (err: unknown) => opts.onError?.(err));
   const limits: IpcLimits = { ...DEFAULT_LIMITS, ...opts.limits };
-  server.on('connection', (sock) => serveConnection(sock, sockets, onRequest, limits, opts.onError));
+  server.on('connection', (sock) => serveConnection(sock, sockets, onRequest, limits, opts.onError, proof));
 
   // The socket is created with mode 0600 from the start (umask around the synchronous bind inside start()),
   // and chmod'ed again after listen for filesystems that ignore the umask.
@@ -263,6 +273,36 @@ export async function startIpcServer(opts: IpcServerOptions): Promise<IpcServer>
   };
 }
 
+/**
+ * Make the pipe key's folder admin-only (the one access rule, nobody else may read it) and write a new random key
+ * into it, replacing the last start's: whoever cannot read it cannot prove to be us.
+ */
+async function writePipeKey(platform: Platform, path: string, keyFile: string): Promise<Buffer> {
+  const cut = Math.max(keyFile.lastIndexOf('/'), keyFile.lastIndexOf('\\'));
+  const dir = keyFile.slice(0, cut);
+  let r;
+  try {
+    r = await platform.prepareDir(dir, { othersMayRead: false });
+  } catch (e) {
+    throw new IpcStartError(`cannot keep the control pipe's key for ${path} in ${dir}: ${(e as Error)?.message ?? String(e)}`);
+  }
+  if (r && !r.enforced) throw new IpcStartError(`cannot keep the control pipe's key for ${path}: its folder may be readable by others (${r.what}); refusing to start`);
+  const key = randomBytes(PIPE_KEY_BYTES);
+  const tmp = `${keyFile}.${process.pid}.tmp`;
+  try {
+    fs.writeFileSync(tmp, key, { mode: 0o600 });
+    platform.replaceFile(tmp, keyFile);
+  } catch (e) {
+    try {
+      fs.unlinkSync(tmp);
+    } catch {
+      /* not made */
+    }
+    throw new IpcStartError(`cannot write the control pipe's key ${keyFile}: ${(e as Error)?.message ?? String(e)}`);
+  }
+  return key;
+}
+
 let connectionSeq = 0;
 
 /**
@@ -270,8 +310,10 @@ let connectionSeq = 0;
  * over the size limit or an idle connection is told why (an END packet, as on shutdown) and closed; a request over the
  * in-flight cap is answered BUSY.
  */
-function serveConnection(sock: net.Socket, sockets: Set<net.Socket>, onRequest: (req: Request, conn: { id: string }) => Promise<Response>, limits: IpcLimits, onError?: (err: unknown, method?: string) => void): void {
+function serveConnection(sock: net.Socket, sockets: Set<net.Socket>, onRequest: (req: Request, conn: { id: string }) => Promise<Response>, limits: IpcLimits, onError?: (err: unknown, method?: string) => void, proof?: () => Buffer): void {
   sockets.add(sock);
+  // Windows: prove we are the daemon before the client sends anything (src/ipc/proof.ts).
+  if (proof) sock.write(proof());
   const conn = { id: `${process.pid.toString(36)}-${(connectionSeq++).toString(36)}` };
   const deframer = new Deframer({ maxFrameBytes: limits.maxFrameBytes });
   let tagged = false;

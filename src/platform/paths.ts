@@ -41,3 +41,18 @@ export function socketEndpoint(path: string, id: string = HOST_PLATFORM): string
   if (id !== 'win32' || path.startsWith(PIPE_PREFIX)) return path;
   return PIPE_PREFIX + path.replace(/^\//, '').replace(/\//g, '-');
 }
+
+/**
+ * Windows: the file holding the key the daemon proves itself with on the pipe named by `path` (src/ipc/proof.ts), in
+ * an admin-only folder under the default store folder, so a client that knows only the pipe finds it. Linux: none
+ * (the socket lives in root's /run, where nobody else can take its name).
+ */
+export function ipcKeyFile(path: string, id: PlatformId = HOST_PLATFORM): string | undefined {
+  if (id !== 'win32') return undefined;
+  return `${defaultPaths('win32').store}\\pipe-keys\\${pipeKeyName(path)}`;
+}
+
+/** The key file's name for a pipe: its name without the \\.\pipe\ prefix, lower-cased (pipe names ignore case). */
+export function pipeKeyName(path: string): string {
+  return `${socketEndpoint(path, 'win32').slice(PIPE_PREFIX.length).toLowerCase().replace(/[^a-z0-9._-]/g, '_')}.key`;
+}

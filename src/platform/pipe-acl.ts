@@ -21,6 +21,24 @@ export interface Win32SecurityApi {
   createDir(dir: string, sddl: string): void;
   /** This process's account (the token user), as a SID string. */
   userSid(): string;
+  /**
+   * Who serves a pipe: its server's process ID (GetNamedPipeServerProcessId), image and account, asked with a handle
+   * opened at identification level that sends nothing. For the refusal of a pipe that did not prove itself.
+   */
+  pipeServer?(pipe: string): PipeServer;
+}
+
+/** The process serving a pipe, as far as it can be read. */
+export interface PipeServer {
+  pid: number;
+  image?: string;
+  /** DOMAIN\name, or the SID string when the name cannot be looked up. */
+  account?: string;
+}
+
+/** A pipe's server in words: "process 4242 (C:\x\evil.exe) of NODE\mallory". */
+export function describePipeServer(s: PipeServer): string {
+  return `process ${s.pid}${s.image ? ` (${s.image})` : ''}${s.account ? ` of ${s.account}` : ''}`;
 }
 
 /** A failed Win32 call, by name and error code (what `GetLastError` or the call's return said). */

@@ -17,7 +17,7 @@ import { checkFileAcl } from './file-acl.ts';
 import { checkPosixFile, securePosixDir } from './posix-access.ts';
 import { restrictPipe, type Win32SecurityApi } from './pipe-acl.ts';
 import type { WindowsNetworkingApis } from './windows-net-api.ts';
-import { defaultPaths, HOST_PLATFORM, socketEndpoint, type DefaultPaths, type PlatformId } from './paths.ts';
+import { defaultPaths, HOST_PLATFORM, ipcKeyFile, socketEndpoint, type DefaultPaths, type PlatformId } from './paths.ts';
 
 export type { PlatformId, DefaultPaths } from './paths.ts';
 export type { DirOptions, DirReport } from './dir-acl.ts';
@@ -84,6 +84,11 @@ export interface Platform {
   socketEndpoint(path: string): string;
   /** Where the control server binds and tests' clients connect: the endpoint itself (the Windows double maps a pipe name onto a socket file here). */
   ipcListenPath(path: string): string;
+  /**
+   * Windows: the key file the daemon proves itself with on this control path (src/ipc/proof.ts), which the daemon
+   * writes at start and clients read. Linux: undefined (no proof; the socket lives in root's /run).
+   */
+  ipcKeyFile(path: string): string | undefined;
   /** What protects the control endpoint once listening (said in logs and client errors). */
   readonly ipcAccess: string;
   /**
@@ -447,6 +452,7 @@ function common(d: PlatformDeps, id: PlatformId) {
     processAlive: d.processAlive,
     socketEndpoint: (p: string) => socketEndpoint(p, id),
     ipcListenPath: (p: string) => socketEndpoint(p, id),
+    ipcKeyFile: (p: string) => ipcKeyFile(p, id),
     spawn: d.spawn,
   };
 }

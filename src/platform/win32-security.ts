@@ -2,7 +2,7 @@
 // listens on its pipe (never by the CNI plugin, the CLI's client commands or Linux), so neither koffi's load time nor
 // its memory is paid elsewhere. In the Windows executable, 'koffi' resolves to the koffi.node shipped beside it
 // (packaging/windows/build.ts).
-import { Win32Error, type Win32SecurityApi } from './pipe-acl.ts';
+import { Win32Error, type PipeServer, type Win32SecurityApi } from './pipe-acl.ts';
 
 // winnt.h / winbase.h / accctrl.h / sddl.h
 const READ_CONTROL = 0x0002_0000;
@@ -18,6 +18,11 @@ const TOKEN_USER = 1;
 const PROTECTED_DACL_SECURITY_INFORMATION = 0x8000_0000;
 const SDDL_REVISION_1 = 1;
 const INVALID_HANDLE = 0xffff_ffff_ffff_ffffn;
+const FILE_READ_ATTRIBUTES = 0x0080;
+// CreateFileW's flags: ask for SQOS, at identification level (the server may learn who we are, never act as us).
+const SECURITY_SQOS_PRESENT = 0x0010_0000;
+const SECURITY_IDENTIFICATION = 0x0001_0000;
+const PROCESS_QUERY_LIMITED_INFORMATION = 0x1000;
 
 type Fn = (...args: unknown[]) => any;
 
@@ -66,6 +71,10 @@ async function bind(): Promise<Win32SecurityApi> {
   const OpenProcessToken = advapi32.func('int OpenProcessToken(void *process, uint32_t access, _Out_ void **token)');
   const GetTokenInformation = advapi32.func('int GetTokenInformation(void *token, int cls, void *buf, uint32_t len, _Out_ uint32_t *needed)');
   const ConvertSidToStringSidW = advapi32.func('int ConvertSidToStringSidW(void *sid, _Out_ void **str)');
+  const GetNamedPipeServerProcessId = kernel32.func('int GetNamedPipeServerProcessId(void *pipe, _Out_ uint32_t *pid)');
+  const OpenProcess = kernel32.func('void *OpenProcess(uint32_t access, int inherit, uint32_t pid)');
+  const QueryFullProcessImageNameW = kernel32.func('int QueryFullProcessImageNameW(void *process, uint32_t flags, void *name, _Inout_ uint32_t *size)');
+  const LookupAccountSidW = advapi32.func('int LookupAccountSidW(const char16_t *system, void *sid, void *name, _Inout_ uint32_t *nameLen, void *domain, _Inout_ uint32_t *domainLen, _Out_ int *use)');
   const SdToSddl = advapi32.func('int ConvertSecurityDescriptorToStringSecurityDescriptorW(void *sd, uint32_t rev, uint32_t info, _Out_ void **sddl, _Out_ uint32_t *len)');
 
   const invalid = (h: unknown) => h === null || koffi.address(h) === INVALID_HANDLE;
@@ -112,6 +121,33 @@ async function bind(): Promise<Win32SecurityApi> {
     return daclString(sd);
   }
 
+  /** The account a process token runs as: its SID string, and DOMAIN\\name when that can be looked up. */
+  function tokenUser(token: unknown): { sid: string; name?: string } {
+    // TOKEN_USER is a SID pointer into the same buffer, followed by the SID: the buffer must outlive the read.
+    const buf = koffi.alloc('uint8_t', 256);
+    try {
+      if (!GetTokenInformation(token, TOKEN_USER, buf, 256, [0])) throw new Win32Error('GetTokenInformation(TokenUser)', GetLastError());
+      const sid = koffi.decode(buf, 'void *');
+      const str: unknown[] = [null];
+      if (!ConvertSidToStringSidW(sid, str)) throw new Win32Error('ConvertSidToStringSidW', GetLastError());
+      let sidString: string;
+      try {
+        sidString = koffi.decode(str[0], 'char16_t', -1) as string;
+      } finally {
+        LocalFree(str[0]);
+      }
+      const name = Buffer.alloc(512);
+      const domain = Buffer.alloc(512);
+      const nameLen = [256];
+      const domainLen = [256];
+      const found = LookupAccountSidW(null, sid, name, nameLen, domain, domainLen, [0]);
+      const text = (b: Buffer, n: number) => b.toString('utf16le', 0, n * 2);
+      return found ? { sid: sidString, name: `${text(domain, domainLen[0]!)}\\${text(name, nameLen[0]!)}` } : { sid: sidString };
+    } finally {
+      koffi.free(buf);
+    }
+  }
+
   let user: string | undefined;
 
   return {
@@ -136,21 +172,43 @@ async function bind(): Promise<Win32SecurityApi> {
       if (user) return user;
       const token: unknown[] = [null];
       if (!OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, token)) throw new Win32Error('OpenProcessToken', GetLastError());
-      // TOKEN_USER is a SID pointer into the same buffer, followed by the SID: the buffer must outlive the read.
-      const buf = koffi.alloc('uint8_t', 256);
       try {
-        if (!GetTokenInformation(token[0], TOKEN_USER, buf, 256, [0])) throw new Win32Error('GetTokenInformation(TokenUser)', GetLastError());
-        const str: unknown[] = [null];
-        if (!ConvertSidToStringSidW(koffi.decode(buf, 'void *'), str)) throw new Win32Error('ConvertSidToStringSidW', GetLastError());
-        try {
-          user = koffi.decode(str[0], 'char16_t', -1) as string;
-        } finally {
-          LocalFree(str[0]);
-        }
-        return user;
+        return (user = tokenUser(token[0]).sid);
       } finally {
-        koffi.free(buf);
         CloseHandle(token[0]);
+      }
+    },
+    pipeServer(pipe) {
+      // Attributes only, at identification level: this handle sends nothing and lends the server nothing to act with.
+      const h = CreateFileW(pipe, FILE_READ_ATTRIBUTES, 0, null, OPEN_EXISTING, SECURITY_SQOS_PRESENT | SECURITY_IDENTIFICATION, null);
+      if (invalid(h)) throw new Win32Error(`CreateFileW(${pipe}, FILE_READ_ATTRIBUTES, SECURITY_IDENTIFICATION)`, GetLastError());
+      try {
+        const pid = [0];
+        if (!GetNamedPipeServerProcessId(h, pid)) throw new Win32Error(`GetNamedPipeServerProcessId(${pipe})`, GetLastError());
+        const out: PipeServer = { pid: pid[0]! };
+        const proc = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, out.pid);
+        if (proc === null || koffi.address(proc) === 0n) return out; // another account's process: the PID is what we get
+        try {
+          const name = Buffer.alloc(2 * 1024);
+          const size = [1024];
+          if (QueryFullProcessImageNameW(proc, 0, name, size)) out.image = name.toString('utf16le', 0, size[0]! * 2);
+          const token: unknown[] = [null];
+          if (OpenProcessToken(proc, TOKEN_QUERY, token)) {
+            try {
+              const u = tokenUser(token[0]);
+              out.account = u.name ?? u.sid;
+            } catch {
+              /* the PID and image still say who */
+            } finally {
+              CloseHandle(token[0]);
+            }
+          }
+          return out;
+        } finally {
+          CloseHandle(proc);
+        }
+      } finally {
+        CloseHandle(h);
       }
     },
     setDacl(pipe, sddl) {

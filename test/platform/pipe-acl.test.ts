@@ -105,7 +105,9 @@ t.test('a Windows daemon\'s pipe: DACL set through the platform before the serve
 
 t.test('a pipe whose DACL cannot be set, or koffi that does not load: the start is refused, nothing left listening', async (t) => {
   const dir = tmpDir(t);
-  const denied = windowsDouble({ pipeDir: dir, win32Security: async () => api(() => { throw new Win32Error(`CreateFileW(${PIPE}, READ_CONTROL|WRITE_DAC)`, 5); }) });
+  // The pipe-key folder (src/ipc/proof.ts) is made as the double makes folders; only the pipe's DACL is refused.
+  const folders = windowsDouble({ pipeDir: dir }).win32;
+  const denied = windowsDouble({ pipeDir: dir, win32Security: async () => ({ ...folders, setDacl: () => { throw new Win32Error(`CreateFileW(${PIPE}, READ_CONTROL|WRITE_DAC)`, 5); } }) });
   await t.rejects(startIpcServer({ path: PIPE, platform: denied.platform }), IpcStartError);
   await t.rejects(startIpcServer({ path: PIPE, platform: denied.platform }), {
     message: `cannot restrict the control pipe ${PIPE} to SYSTEM and Administrators (${ADMIN_ONLY_PIPE_SDDL}): CreateFileW(${PIPE}, READ_CONTROL|WRITE_DAC) failed: ERROR_ACCESS_DENIED (5); refusing to start`,
@@ -121,7 +123,8 @@ t.test('a pipe whose DACL cannot be set, or koffi that does not load: the start 
   const noKoffi = windowsDouble({ pipeDir: dir, win32Security: async () => { throw new Error('Cannot find the native Koffi module'); } });
   await t.rejects(startIpcServer({ path: PIPE, platform: noKoffi.platform }), {
     name: 'IpcStartError',
-    message: `cannot restrict the control pipe ${PIPE} to SYSTEM and Administrators: the Win32 security calls (koffi) do not load: Cannot find the native Koffi module; refusing to start`,
+    // The first thing that needs koffi is the admin-only folder of the pipe's key (made before listening).
+    message: /^cannot keep the control pipe's key for .*blockspeaker: .*the Win32 security calls \(koffi\) do not load: Cannot find the native Koffi module.*refusing to start$/,
   });
 });
 

@@ -9,10 +9,11 @@
 // Open handles are tracked per double, which stands for every process on the "machine": stores opened with the
 // same double see each other's open files.
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { realDeps, windowsPlatform, type NetworkingDlls, type Platform, type SpawnResult } from '../../src/platform/platform.ts';
 import type { WindowsNetworkingApis } from '../../src/platform/windows-net-api.ts';
-import { socketEndpoint } from '../../src/platform/paths.ts';
+import { pipeKeyName, socketEndpoint } from '../../src/platform/paths.ts';
 import { Win32Error, type Win32SecurityApi } from '../../src/platform/pipe-acl.ts';
 
 export interface WindowsDouble {
@@ -185,7 +186,11 @@ export function windowsDouble(opts: WindowsDoubleOptions = {}): WindowsDouble {
   const pipeDir = opts.pipeDir;
   // A pipe name becomes a socket file in pipeDir, for the server's bind and for clients alike.
   const inPipeDir = (p: string) => path.join(pipeDir!, socketEndpoint(p, 'win32').replace(/^\\\\\.\\pipe\\/, ''));
-  const withPipes: Platform = pipeDir ? { ...platform, ipcListenPath: inPipeDir } : platform;
+  // The pipe's key file (src/ipc/proof.ts) lives beside the pipes, in a folder the daemon makes admin-only.
+  // Without a pipe dir, in a temporary folder of its own (never C:\ProgramData\... made relative to the cwd).
+  let keyDir = pipeDir;
+  const ipcKeyFile = (p: string) => path.join((keyDir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'bs-double-keys-'))), 'pipe-keys', pipeKeyName(p));
+  const withPipes: Platform = pipeDir ? { ...platform, ipcListenPath: inPipeDir, ipcKeyFile } : { ...platform, ipcKeyFile };
   const execute = (file: string) => {
     if (!fs.existsSync(file)) throw Object.assign(new Error(`ENOENT: no such file, execute '${file}'`), { code: 'ENOENT' });
     const image = { path: path.resolve(file) };

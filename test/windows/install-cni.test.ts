@@ -21,12 +21,28 @@ import { exe, until, windowsReady } from './harness.ts';
 
 /**
  * A daemon on a named pipe (net-ipc framing) that answers each request {ok: true} only once the file `release`
- * exists, printing "request M" and "answered M": a CNI call to it runs until the test lets it finish.
+ * exists, printing "request M" and "answered M": a CNI call to it runs until the test lets it finish. It proves
+ * itself as the daemon does (src/ipc/proof.ts): a key of its own in C:\ProgramData\blockspeaker\pipe-keys, and on
+ * every connection "BSP1", the time, a nonce and their HMAC-SHA256 under it, before anything else.
  */
 const STANDIN = `
 const net = require('node:net');
 const fs = require('node:fs');
+const path = require('node:path');
+const crypto = require('node:crypto');
 const [pipe, release] = process.argv.slice(2);
+const keyFile = 'C:\\\\ProgramData\\\\blockspeaker\\\\pipe-keys\\\\' + pipe.slice(9).toLowerCase() + '.key';
+const key = crypto.randomBytes(32);
+fs.mkdirSync(path.dirname(keyFile), { recursive: true });
+fs.writeFileSync(keyFile, key);
+function proof() {
+  const head = Buffer.alloc(28);
+  head.write('BSP1', 0, 'latin1');
+  head.writeBigUInt64BE(BigInt(Date.now()), 4);
+  crypto.randomBytes(16).copy(head, 12);
+  const mac = crypto.createHmac('sha256', key).update('blockspeaker ipc server proof v1\\0').update(head).digest();
+  return Buffer.concat([head, mac]);
+}
 function frame(o) {
   const body = Buffer.from(JSON.stringify(o));
   let size = body.length;
@@ -36,6 +52,7 @@ function frame(o) {
   return Buffer.concat([Buffer.from(tag), body]);
 }
 net.createServer((sock) => {
+  sock.write(proof());
   let buf = Buffer.alloc(0);
   let init = false;
   sock.on('error', () => undefined);
@@ -78,6 +95,7 @@ if (windowsReady(t)) {
     fs.rmSync(work, { recursive: true, force: true });
     fs.rmSync(path.join(driveC(), top), { recursive: true, force: true });
     fs.rmSync(path.join(driveC(), `${top}-wide`), { recursive: true, force: true });
+    fs.rmSync(path.join(driveC(), 'ProgramData', 'blockspeaker', 'pipe-keys', `bs-icni-${process.pid}.key`), { force: true });
   });
   const C = `C:\\${top}`;
   const binDir = `${C}\\opt\\cni\\bin`;
