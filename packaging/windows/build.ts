@@ -7,6 +7,7 @@
 // inject the blob (postject) -> put the native addons (file locking, koffi for the Win32, HCN and IP Helper calls) and
 // the service script beside the exes.
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { NODE_WIN, pinnedPackageFile, projectRoot, windowsDist, windowsNode, wineEnv, wineBinary, ensureWinePrefix } from './wine.ts';
@@ -79,7 +80,26 @@ function koffiNode(): string {
   return pinnedPackageFile(name, pin.version, pin.integrity, 'package/win32_x64/koffi.node');
 }
 
-async function bundle(entry: string, file: string, minify: boolean): Promise<void> {
+/**
+ * What goes beside the exes and is loaded by the daemon (SYSTEM), as relative path -> source file: the manifest of
+ * SHA-256s compiled into blockspeaker.exe comes from exactly these (src/platform/packaged-files.ts).
+ */
+function besideExe(): Record<string, string> {
+  const files: Record<string, string> = {
+    'fs-native-extensions.node': path.join(root, 'node_modules', 'fs-native-extensions', 'prebuilds', 'win32-x64', 'fs-native-extensions.node'),
+    'koffi.node': koffiNode(),
+  };
+  // etcd3's gRPC schema (rpc.proto imports kv.proto and auth.proto), read at start by the etcd store.
+  const protoDir = path.join(root, 'node_modules', 'etcd3', 'proto');
+  for (const f of fs.readdirSync(protoDir).sort()) files[`proto/${f}`] = path.join(protoDir, f);
+  return files;
+}
+
+function manifestOf(files: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(files).map(([rel, src]) => [rel, createHash('sha256').update(fs.readFileSync(src)).digest('hex')]));
+}
+
+async function bundle(entry: string, file: string, minify: boolean, define: Record<string, string> = {}): Promise<void> {
   const esbuild = await import('esbuild');
   await esbuild.build({
     entryPoints: [path.join(root, entry)],
@@ -90,6 +110,7 @@ async function bundle(entry: string, file: string, minify: boolean): Promise<voi
     target: `node${NODE_WIN.version.split('.')[0]}`,
     minify,
     plugins: [nativeAddonBesideExe, koffiBesideExe, etcdProtoBesideExe],
+    define,
     logLevel: 'error',
     legalComments: 'none',
   });
@@ -127,7 +148,9 @@ async function main() {
   fs.mkdirSync(work, { recursive: true });
   const node = windowsNode();
   ensureWinePrefix();
-  await bundle('src/cli/main.ts', 'blockspeaker.cjs', false);
+  const beside = besideExe();
+  const manifest = manifestOf(beside);
+  await bundle('src/cli/main.ts', 'blockspeaker.cjs', false, { BLOCKSPEAKER_PACKAGED_FILES: JSON.stringify(JSON.stringify(manifest)) });
   await bundle('packaging/windows/cni-entry.ts', 'blockspeaker-cni.cjs', true);
   // The CNI plugin starts for every pod: it must not carry koffi, not even unloaded. And it is one file: install-cni
   // copies blockspeaker-cni.exe alone into the CNI bin folder, so it must load no native addon from beside it.
@@ -148,14 +171,14 @@ async function main() {
     await makeExe(node, exe, blob);
     log(`${exe}: SEA blob under wine ${((t2 - t1) / 1000).toFixed(1)} s, injection ${((Date.now() - t2) / 1000).toFixed(1)} s`);
   }
-  fs.copyFileSync(
-    path.join(root, 'node_modules', 'fs-native-extensions', 'prebuilds', 'win32-x64', 'fs-native-extensions.node'),
-    path.join(out, 'fs-native-extensions.node'),
-  );
-  fs.copyFileSync(koffiNode(), path.join(out, 'koffi.node'));
+  for (const [rel, src] of Object.entries(beside)) {
+    fs.mkdirSync(path.dirname(path.join(out, rel)), { recursive: true });
+    fs.copyFileSync(src, path.join(out, rel));
+  }
+  if (JSON.stringify(manifestOf(Object.fromEntries(Object.keys(beside).map((rel) => [rel, path.join(out, rel)])))) !== JSON.stringify(manifest)) {
+    throw new Error('the files beside the exe differ from the manifest compiled into it');
+  }
   for (const f of ['install.ps1', 'node.yaml']) fs.copyFileSync(path.join(root, 'packaging', 'windows', f), path.join(out, f));
-  // etcd3's gRPC schema (rpc.proto imports kv.proto and auth.proto), read at start by the etcd store.
-  fs.cpSync(path.join(root, 'node_modules', 'etcd3', 'proto'), path.join(out, 'proto'), { recursive: true });
   fs.rmSync(work, { recursive: true, force: true });
   log(`dist/windows ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }

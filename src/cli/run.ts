@@ -10,6 +10,7 @@ import { ConfigError, formatConfig, loadConfig, type Config } from '../config/co
 import { Daemon } from '../daemon/daemon.ts';
 import { DirAclError, hostPlatform, system32Dir, type ControlAction, type DirReport, type Platform } from '../platform/platform.ts';
 import type { ServiceHost } from '../platform/service-koffi.ts';
+import { checkPackagedInstall, PackagedFileError, packagedManifest } from '../platform/packaged-files.ts';
 import { markerSubject, RunMarker, RunMarkerError } from '../platform/runmarker.ts';
 import { sandboxPath, sandboxRoot } from '../platform/sandbox.ts';
 import { NODE_IP_ENV } from '../config/pod-env.ts';
@@ -141,6 +142,26 @@ async function checkConfigFiles(platform: Platform, file: string, cfg: Config, l
   }
 }
 
+/**
+ * The packaged executable: what it loads from beside itself is the build's (SHA-256) and nobody else may change it,
+ * nor the executable; otherwise the start is refused naming the file (src/platform/packaged-files.ts). From source:
+ * nothing to check.
+ */
+async function checkPackaged(platform: Platform, log: Pino, manifest = packagedManifest()): Promise<void> {
+  if (!manifest) return;
+  const exe = process.execPath;
+  let r;
+  try {
+    r = await checkPackagedInstall(exe, manifest, (f) => readFileSync(f), (f) => platform.checkFile(f));
+  } catch (e) {
+    if (e instanceof PackagedFileError || e instanceof DirAclError) throw new StartError(e.message);
+    throw e;
+  }
+  const unchecked = r.reports.filter((x) => !x.enforced);
+  log.info({ dir: dirname(exe), files: r.files.length }, 'the executable and the files it loads: as built (SHA-256), and only SYSTEM and Administrators may change them');
+  for (const u of unchecked) log.warn({ dir: dirname(exe) }, u.what);
+}
+
 export async function run(argv: string[], platform: Platform = hostPlatform()): Promise<number> {
   const { values } = parse('run', argv, {
     config: { type: 'string', short: 'c' },
@@ -177,6 +198,7 @@ export async function run(argv: string[], platform: Platform = hostPlatform()): 
   const ver = version();
   log.info({ config: file, version: ver, pid: process.pid }, 'starting');
   logPodEnv(platform, cfg, log);
+  await checkPackaged(platform, log);
   await checkConfigDir(platform, file, log);
   await checkConfigFiles(platform, file, cfg, log);
 

@@ -26,8 +26,14 @@ export const ADMIN_ONLY_DIR_SDDL = 'D:P(A;OICI;GA;;;SY)(A;OICI;GA;;;BA)';
 
 const ERROR_ALREADY_EXISTS = 183;
 
-/** Principals a state directory may hold: by SDDL alias or by number. */
-export const TRUSTED = new Set(['SY', 'S-1-5-18', 'BA', 'S-1-5-32-544']);
+/** NT SERVICE\TrustedInstaller: Windows' own servicing account, which may change what is under C:\Program Files. */
+const TRUSTED_INSTALLER = 'S-1-5-80-956008885-3418522649-1831038044-1853292631-2271478464';
+
+/**
+ * Principals a state directory (or a file the daemon loads) may hold: by SDDL alias or by number. TrustedInstaller
+ * replaces system files already; a folder made under C:\Program Files inherits its full control.
+ */
+export const TRUSTED = new Set(['SY', 'S-1-5-18', 'BA', 'S-1-5-32-544', TRUSTED_INSTALLER]);
 
 /** Names for the SIDs a too-wide directory usually shows (message text only). */
 const NAMES: Record<string, string> = {
