@@ -365,32 +365,27 @@ export function decodeOwnHandle(kv: KeyValue): HandleRecord {
   return { handle, blocks: Object.fromEntries(counts) };
 }
 
-export function decodeOwnPool(kv: KeyValue): Pool {
+/** A pool or host record: the checks its add makes (src/ipam/validate.ts), and the name its key says. */
+function decodeNamed<T extends { name: string }>(kv: KeyValue, what: 'pool' | 'host', prefix: string, keyOf: (name: string) => string, validate: (o: T) => T): T {
   const r: Reader = new Reader(kv.key);
-  if (!kv.key.startsWith(keys.pools)) r.fail(`not a pool key (${keys.pools}<name>)`);
+  if (!kv.key.startsWith(prefix)) r.fail(`not a ${what} key (${prefix}<name>)`);
   const o = r.object(kv.value);
-  let pool: Pool;
+  let v: T;
   try {
-    pool = validatePool(o as unknown as PoolSpec);
+    v = validate(o as unknown as T);
   } catch (e) {
     r.fail((e as Error).message.slice(0, 200));
   }
-  if (keys.pool(pool.name) !== kv.key) r.fail(`pool name ${show(pool.name)} does not match the key`);
-  return pool;
+  if (keyOf(v.name) !== kv.key) r.fail(`${what} name ${show(v.name)} does not match the key`);
+  return v;
+}
+
+export function decodeOwnPool(kv: KeyValue): Pool {
+  return decodeNamed<Pool>(kv, 'pool', keys.pools, keys.pool, (o) => validatePool(o as unknown as PoolSpec));
 }
 
 export function decodeOwnHost(kv: KeyValue): Host {
-  const r: Reader = new Reader(kv.key);
-  if (!kv.key.startsWith(keys.hosts)) r.fail(`not a host key (${keys.hosts}<name>)`);
-  const o = r.object(kv.value);
-  let host: Host;
-  try {
-    host = validateHost(o as unknown as Host);
-  } catch (e) {
-    r.fail((e as Error).message.slice(0, 200));
-  }
-  if (keys.host(host.name) !== kv.key) r.fail(`host name ${show(host.name)} does not match the key`);
-  return host;
+  return decodeNamed<Host>(kv, 'host', keys.hosts, keys.host, validateHost);
 }
 
 /** The settings: what is stored over the defaults, each field checked. */

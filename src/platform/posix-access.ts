@@ -118,7 +118,9 @@ export function modeText(mode: number): string {
 
 /** A path as one shell word. */
 export function shellQuote(p: string): string {
-  return /^[A-Za-z0-9_./:@%+=,-]+$/.test(p) ? p : `'${p.replace(/'/g, `'\\''`)}'`;
+  if (/^[A-Za-z0-9_./:@%+=,-]+$/.test(p)) return p;
+  const quote = "'";
+  return quote + p.split(quote).join(`${quote}\\${quote}${quote}`) + quote;
 }
 
 /** Who may, in words: "root only", "root and this daemon's uid 1000 only". */

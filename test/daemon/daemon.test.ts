@@ -11,6 +11,7 @@ import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply } from '../../src/ipc/protocol.ts';
 import { Ipam } from '../../src/ipam/ipam.ts';
 import { parsePrefix } from '../../src/net/ip.ts';
+import { getStatus } from '../lib/daemon.ts';
 import { openFileStore } from '../../src/store/file.ts';
 import { freePort, waitFor as waitForShared } from '../lib/wait.ts';
 
@@ -51,17 +52,7 @@ function start(file: string, runDir: string, statusPort: number): Child {
     child,
     stderr: () => text,
     exited,
-    async get(path) {
-      const r = await fetch(`http://127.0.0.1:${statusPort}${path}`);
-      const body = await r.text();
-      let json: unknown = null;
-      try {
-        json = JSON.parse(body);
-      } catch {
-        /* text (metrics, healthz) */
-      }
-      return { status: r.status, text: body, body: json };
-    },
+    get: (path) => getStatus(statusPort, path),
   };
 }
 

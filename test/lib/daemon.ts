@@ -37,6 +37,19 @@ export interface TestDaemonOptions {
  * A daemon with one configured peer that never answers (127.0.0.9, AS 65001), the pool, dataplane none; it runs
  * from the sources (BLOCKSPEAKER_FROM_SOURCE=1).
  */
+/** GET a path of a status listener on 127.0.0.1: the status, headers, text, and the body as JSON (null if not). */
+export async function getStatus(port: number, path: string): Promise<{ status: number; headers: Headers; text: string; body: unknown }> {
+  const r = await fetch(`http://127.0.0.1:${port}${path}`);
+  const text = await r.text();
+  let body: unknown = null;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    /* html, js, css, metrics */
+  }
+  return { status: r.status, headers: r.headers, text, body };
+}
+
 export async function startTestDaemon(prefix: string, o: TestDaemonOptions, t: { teardown(fn: () => unknown): unknown }): Promise<TestDaemon> {
   const dir = mkdtempSync(join(tmpdir(), `${prefix}-${process.pid}-`));
   const port = await freePort('127.0.0.1');
@@ -65,17 +78,7 @@ ipc: { path: ${socket} }
   const d: TestDaemon = {
     dir, socket, port, child,
     stderr: () => text,
-    async get(path) {
-      const r = await fetch(`http://127.0.0.1:${port}${path}`);
-      const body = await r.text();
-      let json: unknown = null;
-      try {
-        json = JSON.parse(body);
-      } catch {
-        /* html, js, css, metrics */
-      }
-      return { status: r.status, headers: r.headers, text: body, body: json };
-    },
+    get: (path) => getStatus(port, path),
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGINT');

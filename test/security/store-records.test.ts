@@ -25,6 +25,7 @@ import { blockspeakerLayout, keys, RecordError } from '../../src/ipam/layout.ts'
 import type { BlockRecord } from '../../src/ipam/types.ts';
 import { formatIP, ipAt, parsePrefix } from '../../src/net/ip.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
+import { getStatus } from '../lib/daemon.ts';
 import { openStore } from '../../src/store/open.ts';
 import type { Op, Store } from '../../src/store/types.ts';
 import { waitFor } from '../lib/wait.ts';
@@ -61,17 +62,7 @@ ipc: { path: ${JSON.stringify(socket)} }
   const port = d.status.address()!.port;
   return {
     name, d, socket, logs,
-    async get(path) {
-      const r = await fetch(`http://127.0.0.1:${port}${path}`);
-      const body = await r.text();
-      let json: unknown = null;
-      try {
-        json = JSON.parse(body);
-      } catch {
-        /* not JSON */
-      }
-      return { status: r.status, body: json, text: body };
-    },
+    get: (path) => getStatus(port, path),
   };
 }
 
