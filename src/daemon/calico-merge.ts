@@ -1,6 +1,9 @@
 // How one imported Calico file lands in the config: the file's own settings win, and every disagreement is a
 // warning that says which value is used.
-import type { CalicoImport } from '../config/calico.ts';
+import { readFileSync } from 'node:fs';
+import { dirname, resolve as resolvePath } from 'node:path';
+import { importCalico, type CalicoImport } from '../config/calico.ts';
+import { ConfigError, type Config } from '../config/config.ts';
 import type { BgpConfig, IpamConfig, NodeConfig, PoolConfig } from '../config/types.ts';
 
 export interface MergeTarget {
@@ -66,4 +69,31 @@ export function applyCalicoImport(imp: CalicoImport, path: string, to: MergeTarg
     else bgp.prefixAdvertisements = imp.prefixAdvertisements;
   }
   if (imp.selectorPeers.length) bgp.selectorPeers = [...(bgp.selectorPeers ?? []), ...imp.selectorPeers];
+}
+
+/** Calico manifests named by ipam.calico, merged into the config (the config's own settings win, with a warning). */
+export function mergeCalico(cfg: Config, file: string, warn: (msg: string) => void): Config {
+  const paths = cfg.ipam?.calico ?? [];
+  if (!cfg.ipam || paths.length === 0) return cfg;
+  const pools = [...cfg.ipam.pools];
+  const ipam = { ...cfg.ipam, pools };
+  let bgp = cfg.bgp ? { ...cfg.bgp, peers: [...cfg.bgp.peers] } : null;
+  let node = cfg.node;
+  for (const rel of paths) {
+    const path = resolvePath(dirname(file), rel);
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch (e) {
+      throw new ConfigError(file, [{ path: 'ipam.calico', message: `cannot read ${path}: ${(e as Error).message}` }]);
+    }
+    const nodeIPs = { ipv4: node.bgp?.ipv4Address, ipv6: node.bgp?.ipv6Address };
+    const imp = importCalico(text, path, node.name, node.labels, nodeIPs);
+    applyCalicoImport(imp, path, { pools, ipam, node: (n) => (node = n), getNode: () => node, bgp }, warn);
+    if (!bgp && (imp.peers.length || imp.asn !== undefined || imp.selectorPeers.length)) {
+      warn(`${path}: BGP peers/ASN ignored: the config has no bgp section (it needs at least a routerId)`);
+    }
+  }
+  bgp = bgp ?? null;
+  return { ...cfg, node, ipam, bgp };
 }

@@ -5,14 +5,11 @@
 //   announced local blocks ---------------------+--> Linux / HNS reconciler
 //
 // src/cli/run.ts owns the process (arguments, signals, run marker); this class owns the parts and their order.
-import { readFileSync } from 'node:fs';
-import { dirname, resolve as resolvePath } from 'node:path';
 import type { Logger as Pino } from 'pino';
 import { describeAttrs } from '../bgp/codec/json.ts';
 import { Speaker, type Logger, type PeerStatus } from '../bgp/speaker.ts';
-import { importCalico } from '../config/calico.ts';
-import { applyCalicoImport } from './calico-merge.ts';
-import { ConfigError, formatListen, loadConfig, type Config, type ListenAddress, type PoolConfig } from '../config/config.ts';
+import { mergeCalico } from './calico-merge.ts';
+import { formatListen, loadConfig, type Config, type ListenAddress, type PoolConfig } from '../config/config.ts';
 import type { FakeHns } from '../hns/fake.ts';
 import type { HnsExecutor } from '../hns/model.ts';
 import type { HcnExecutor as HcnExecutorType } from '../hns/hcn-executor.ts';
@@ -109,33 +106,6 @@ export function speakerLogger(log: Pino): Logger {
     warn: (msg, f) => log.warn(f ?? {}, msg),
     error: (msg, f) => log.error(f ?? {}, msg),
   };
-}
-
-/** Calico manifests named by ipam.calico, merged into the config (the config's own settings win, with a warning). */
-export function mergeCalico(cfg: Config, file: string, warn: (msg: string) => void): Config {
-  const paths = cfg.ipam?.calico ?? [];
-  if (!cfg.ipam || paths.length === 0) return cfg;
-  const pools = [...cfg.ipam.pools];
-  const ipam = { ...cfg.ipam, pools };
-  let bgp = cfg.bgp ? { ...cfg.bgp, peers: [...cfg.bgp.peers] } : null;
-  let node = cfg.node;
-  for (const rel of paths) {
-    const path = resolvePath(dirname(file), rel);
-    let text: string;
-    try {
-      text = readFileSync(path, 'utf8');
-    } catch (e) {
-      throw new ConfigError(file, [{ path: 'ipam.calico', message: `cannot read ${path}: ${(e as Error).message}` }]);
-    }
-    const nodeIPs = { ipv4: node.bgp?.ipv4Address, ipv6: node.bgp?.ipv6Address };
-    const imp = importCalico(text, path, node.name, node.labels, nodeIPs);
-    applyCalicoImport(imp, path, { pools, ipam, node: (n) => (node = n), getNode: () => node, bgp }, warn);
-    if (!bgp && (imp.peers.length || imp.asn !== undefined || imp.selectorPeers.length)) {
-      warn(`${path}: BGP peers/ASN ignored: the config has no bgp section (it needs at least a routerId)`);
-    }
-  }
-  bgp = bgp ?? null;
-  return { ...cfg, node, ipam, bgp };
 }
 
 export class Daemon {

@@ -4,7 +4,7 @@ import t from 'tap';
 import { mkdtempSync, rmSync, writeFileSync, copyFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { mergeCalico } from '../../src/daemon/daemon.ts';
+import { mergeCalico } from '../../src/daemon/calico-merge.ts';
 import { loadConfig } from '../../src/config/config.ts';
 
 const fixture = new URL('../../fixtures/calico/cluster.yaml', import.meta.url).pathname;
