@@ -1,0 +1,239 @@
+// The pure parts of bench/compare.ts: which benches make up each headline shape, the options they are run with, the
+// figures picked from each bench's final JSON line, and the arithmetic (medians, ratios head/base). No I/O here, so
+// test/bench/compare.test.ts can check it without running a bench.
+
+export type ShapeName = 'ingest' | 'peers' | 'lpm' | 'cni';
+export const SHAPE_NAMES: readonly ShapeName[] = ['ingest', 'peers', 'lpm', 'cni'];
+
+export interface Figure {
+  /** Stable key in the final JSON line, e.g. "ingest.timeMs". */
+  key: string;
+  label: string;
+  /** For the one-line progress report after each run. */
+  short: string;
+  /** Where the figure is in the bench's final JSON line. */
+  path: readonly string[];
+  unit: string;
+  better: 'lower' | 'higher';
+}
+
+/** One command-line option given to a bench: `required` ones change what is measured, the others only save time. */
+export interface BenchArg {
+  flag: string;
+  value?: string;
+  required: boolean;
+}
+
+export interface Shape {
+  name: ShapeName;
+  title: string;
+  /** The npm script and the file behind it (the file's parseArgs options say which flags a checkout has). */
+  script: string;
+  file: string;
+  /** The bench runs the compiled daemon: dist/ must be built in the checkout first. */
+  needsBuild: boolean;
+  figures: readonly Figure[];
+}
+
+export interface CompareOptions {
+  /** Full-table file (absolute) for both checkouts' ingest shapes, when there is one. */
+  table?: string;
+  /** Table file (absolute) for both checkouts' RIB bench: the head's default, which a checkout elsewhere can't find. */
+  ribTable?: string;
+  /** --limit N for the full-table shape. */
+  limit?: string;
+  /** --count N for the CNI bench. */
+  cniCount?: string;
+}
+
+const fig = (shape: ShapeName, name: string, short: string, label: string, path: string[], unit: string, better: 'lower' | 'higher'): Figure =>
+  ({ key: `${shape}.${name}`, label, short, path, unit, better });
+
+export const SHAPES: Record<ShapeName, Shape> = {
+  ingest: {
+    name: 'ingest',
+    title: 'full-table ingest (replay sender, one session, blockspeaker receiver)',
+    script: 'bench:bgp-ingest',
+    file: 'bench/bgp-ingest.ts',
+    needsBuild: true,
+    figures: [
+      fig('ingest', 'timeMs', 'time', 'time, Established until every prefix held', ['replay', 'full', 'blockspeaker', 'ms'], 'ms', 'lower'),
+      fig('ingest', 'cpuMs', 'CPU', 'CPU (utime + stime)', ['replay', 'full', 'blockspeaker', 'cpuMs'], 'ms', 'lower'),
+      fig('ingest', 'peakRssMB', 'peak RSS', 'peak RSS', ['replay', 'full', 'blockspeaker', 'peakRssMB'], 'MB', 'lower'),
+    ],
+  },
+  peers: {
+    name: 'peers',
+    title: '100 peers x 100 prefixes (bgperf shape, BIRD sender, blockspeaker receiver)',
+    script: 'bench:bgp-ingest',
+    file: 'bench/bgp-ingest.ts',
+    needsBuild: true,
+    figures: [
+      fig('peers', 'convergeMs', 'converged', 'converged, birdc enable until all held', ['bgperf', 'blockspeaker', 'ms'], 'ms', 'lower'),
+      fig('peers', 'cpuMs', 'CPU', 'CPU (utime + stime)', ['bgperf', 'blockspeaker', 'cpuMs'], 'ms', 'lower'),
+      fig('peers', 'peakRssMB', 'peak RSS', 'peak RSS', ['bgperf', 'blockspeaker', 'peakRssMB'], 'MB', 'lower'),
+    ],
+  },
+  lpm: {
+    name: 'lpm',
+    title: 'RIB longest-prefix match (trie, single lookups, wall clock)',
+    script: 'bench:rib',
+    file: 'bench/rib.ts',
+    needsBuild: false,
+    figures: [
+      fig('lpm', 'v4MperS', 'IPv4', 'IPv4 lpm4()', ['lpmMperSec', 'v4', 'wall'], 'M lookups/s', 'higher'),
+      fig('lpm', 'v6MperS', 'IPv6', 'IPv6 lpm6()', ['lpmMperSec', 'v6', 'wall'], 'M lookups/s', 'higher'),
+    ],
+  },
+  cni: {
+    name: 'cni',
+    title: 'CNI ADD+DEL (p50 per call; compiled plugin and the shim)',
+    script: 'bench:cni',
+    file: 'bench/cni.ts',
+    needsBuild: false,
+    figures: [
+      fig('cni', 'distAddMs', 'dist ADD', 'ADD p50, blockspeaker-cni compiled', ['results', 'dist', 'add', 'p50_ms'], 'ms', 'lower'),
+      fig('cni', 'distDelMs', 'dist DEL', 'DEL p50, blockspeaker-cni compiled', ['results', 'dist', 'del', 'p50_ms'], 'ms', 'lower'),
+      fig('cni', 'shimAddMs', 'shim ADD', 'ADD p50, blockspeaker-cni-shim', ['results', 'shim', 'add', 'p50_ms'], 'ms', 'lower'),
+      fig('cni', 'shimDelMs', 'shim DEL', 'DEL p50, blockspeaker-cni-shim', ['results', 'shim', 'del', 'p50_ms'], 'ms', 'lower'),
+    ],
+  },
+};
+
+/** The options each shape's bench is run with. */
+export function shapeArgs(shape: ShapeName, o: CompareOptions): BenchArg[] {
+  const req = (flag: string, value?: string): BenchArg => ({ flag, value, required: true });
+  const opt = (flag: string, value?: string): BenchArg => ({ flag, value, required: false });
+  switch (shape) {
+    case 'ingest':
+      return [req('--no-bgperf'), req('--receivers', 'blockspeaker'), req('--sender', 'replay'), opt('--no-sink'), opt('--no-build'),
+        ...(o.table !== undefined ? [req('--table', o.table)] : []), ...(o.limit !== undefined ? [req('--limit', o.limit)] : [])];
+    case 'peers':
+      // The table is read even with --no-full; it does not change the bgperf figures, so here it is optional.
+      return [req('--no-full'), req('--receivers', 'blockspeaker'), opt('--no-sink'), opt('--no-build'),
+        ...(o.table !== undefined ? [opt('--table', o.table)] : []), ...(o.limit !== undefined ? [opt('--limit', o.limit)] : [])];
+    case 'lpm':
+      return [opt('--no-baseline'), opt('--no-rib'), ...(o.ribTable !== undefined ? [req('--table', o.ribTable)] : [])];
+    case 'cni':
+      return [opt('--no-tsx'), ...(o.cniCount !== undefined ? [req('--count', o.cniCount)] : [])];
+  }
+}
+
+/** Option names a bench declares to node:util parseArgs (`name: { type: ... }`), read from its source text. */
+export function declaredOptions(source: string): Set<string> {
+  const out = new Set<string>();
+  for (const m of source.matchAll(/(?:'([A-Za-z][\w-]*)'|"([A-Za-z][\w-]*)"|\b([A-Za-z_]\w*))\s*:\s*\{\s*type\s*:\s*['"](?:string|boolean)['"]/g)) {
+    out.add(m[1] ?? m[2] ?? m[3]);
+  }
+  return out;
+}
+
+/**
+ * The argv for a checkout whose bench declares `declared`: optional flags it lacks are left out; a required flag
+ * it lacks makes the shape "not in base" (missing lists them).
+ */
+export function argvFor(args: readonly BenchArg[], declared: ReadonlySet<string>): { argv: string[]; missing: string[]; dropped: string[] } {
+  const argv: string[] = [];
+  const missing: string[] = [];
+  const dropped: string[] = [];
+  for (const a of args) {
+    if (!declared.has(a.flag.replace(/^--/, ''))) {
+      (a.required ? missing : dropped).push(a.flag);
+      continue;
+    }
+    argv.push(a.flag);
+    if (a.value !== undefined) argv.push(a.value);
+  }
+  return { argv, missing, dropped };
+}
+
+/** The last line of a bench's stdout that is a JSON object (its final line; npm or a logger may add lines around it). */
+export function parseFinalJson(stdout: string): Record<string, unknown> | null {
+  const lines = stdout.split('\n');
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const l = lines[i].trim();
+    if (!l.startsWith('{') || !l.endsWith('}')) continue;
+    try {
+      const v = JSON.parse(l) as unknown;
+      if (typeof v === 'object' && v !== null && !Array.isArray(v)) return v as Record<string, unknown>;
+    } catch {
+      // not JSON after all: keep looking upwards
+    }
+  }
+  return null;
+}
+
+/** The finite number at `path` in `obj`, else null. */
+export function pick(obj: unknown, path: readonly string[]): number | null {
+  let cur: unknown = obj;
+  for (const p of path) {
+    if (typeof cur !== 'object' || cur === null || !Object.hasOwn(cur, p)) return null;
+    cur = (cur as Record<string, unknown>)[p];
+  }
+  return typeof cur === 'number' && Number.isFinite(cur) ? cur : null;
+}
+
+/** Each figure of a shape from one run's final JSON line (null where that run's bench has no such figure). */
+export function pickFigures(shape: Shape, json: unknown): Record<string, number | null> {
+  return Object.fromEntries(shape.figures.map((f) => [f.key, pick(json, f.path)]));
+}
+
+/** Median (the mean of the middle two for an even count); null for none. */
+export function median(xs: readonly number[]): number | null {
+  if (xs.length === 0) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+/** head / base, or null when either is missing or base is 0. */
+export function ratio(head: number | null, base: number | null): number | null {
+  if (head === null || base === null || base === 0) return null;
+  return head / base;
+}
+
+/** Whether head is better, worse or level (within `tolerance`, as a fraction) on a figure. */
+export function verdict(r: number | null, better: 'lower' | 'higher', tolerance = 0.03): 'better' | 'worse' | 'level' | null {
+  if (r === null) return null;
+  if (Math.abs(r - 1) <= tolerance) return 'level';
+  return (r < 1) === (better === 'lower') ? 'better' : 'worse';
+}
+
+/** Shapes named by --only ("ingest,peers,lpm,cni"; all when absent). Throws on an unknown name. */
+export function parseOnly(s: string | undefined): ShapeName[] {
+  if (s === undefined || s.trim() === '') return [...SHAPE_NAMES];
+  const want = s.split(',').map((x) => x.trim()).filter(Boolean);
+  for (const w of want) if (!SHAPE_NAMES.includes(w as ShapeName)) throw new Error(`--only: unknown shape ${w} (${SHAPE_NAMES.join(', ')})`);
+  return SHAPE_NAMES.filter((n) => want.includes(n));
+}
+
+export interface FigureSummary {
+  key: string;
+  label: string;
+  unit: string;
+  better: 'lower' | 'higher';
+  base: { median: number | null; runs: (number | null)[] };
+  head: { median: number | null; runs: (number | null)[] };
+  ratio: number | null;
+  verdict: 'better' | 'worse' | 'level' | null;
+}
+
+/** Per figure, the runs of each side (null where a run gave none), their medians and the ratio head/base. */
+export function summarize(shape: Shape, base: Record<string, number | null>[], head: Record<string, number | null>[]): FigureSummary[] {
+  return shape.figures.map((f) => {
+    const b = base.map((r) => r[f.key] ?? null);
+    const h = head.map((r) => r[f.key] ?? null);
+    const bm = median(b.filter((x): x is number => x !== null));
+    const hm = median(h.filter((x): x is number => x !== null));
+    const r = ratio(hm, bm);
+    return { key: f.key, label: f.label, unit: f.unit, better: f.better, base: { median: bm, runs: b }, head: { median: hm, runs: h }, ratio: r, verdict: verdict(r, f.better) };
+  });
+}
+
+/** A number as printed: 3 significant figures at most, no exponent for the sizes benches give. */
+export function fmt(x: number | null): string {
+  if (x === null) return '-';
+  const a = Math.abs(x);
+  const d = a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : 3;
+  return x.toFixed(d);
+}

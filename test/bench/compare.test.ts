@@ -1,0 +1,145 @@
+// The pure parts of bench/compare.ts (bench/lib/compare.ts): medians, ratios, reading a bench's final JSON line,
+// picking each shape's figures from it, and which flags a checkout's bench takes.
+import t from 'tap';
+import fc from 'fast-check';
+import {
+  SHAPES, SHAPE_NAMES, argvFor, declaredOptions, median, parseFinalJson, parseOnly, pick, pickFigures, ratio, shapeArgs,
+  summarize, verdict,
+} from '../../bench/lib/compare.ts';
+
+const finite = fc.double({ min: -1e9, max: 1e9, noNaN: true, noDefaultInfinity: true });
+
+t.test('median', async (t) => {
+  t.equal(median([]), null);
+  t.equal(median([3]), 3);
+  t.equal(median([5, 1, 3]), 3);
+  t.equal(median([4, 1, 3, 2]), 2.5);
+  fc.assert(fc.property(fc.array(finite, { minLength: 1, maxLength: 30 }), (xs) => {
+    const m = median(xs)!;
+    const s = [...xs].sort((a, b) => a - b);
+    // between the smallest and the largest, and as many values at or below it as at or above it
+    if (m < s[0] || m > s[s.length - 1]) return false;
+    const below = xs.filter((x) => x <= m).length;
+    const above = xs.filter((x) => x >= m).length;
+    return below >= xs.length / 2 && above >= xs.length / 2;
+  }));
+  fc.assert(fc.property(fc.array(finite, { minLength: 1, maxLength: 30 }), (xs) => {
+    // order does not matter, and the input is left alone
+    const copy = [...xs];
+    const m = median(xs);
+    return m === median([...xs].reverse()) && xs.every((x, i) => Object.is(x, copy[i]));
+  }));
+});
+
+t.test('ratio and verdict', async (t) => {
+  t.equal(ratio(150, 100), 1.5);
+  t.equal(ratio(null, 100), null);
+  t.equal(ratio(100, null), null);
+  t.equal(ratio(100, 0), null);
+  t.equal(verdict(1.5, 'lower'), 'worse');
+  t.equal(verdict(1.5, 'higher'), 'better');
+  t.equal(verdict(0.5, 'lower'), 'better');
+  t.equal(verdict(1.02, 'lower'), 'level');
+  t.equal(verdict(null, 'lower'), null);
+  fc.assert(fc.property(fc.double({ min: 1e-6, max: 1e9, noNaN: true }), fc.double({ min: 1e-6, max: 1e9, noNaN: true }), (h, b) => {
+    const r = ratio(h, b)!;
+    // head/base times base/head is 1, and the verdict flips with the direction that is better
+    const back = ratio(b, h)!;
+    if (Math.abs(r * back - 1) > 1e-9) return false;
+    const v = verdict(r, 'lower');
+    const w = verdict(r, 'higher');
+    return v === 'level' ? w === 'level' : v !== w;
+  }));
+});
+
+t.test('parseFinalJson takes the last JSON object line', async (t) => {
+  t.same(parseFinalJson('text\n{"a":1}\nmore\n{"bench":"x","n":2}\n'), { bench: 'x', n: 2 });
+  t.same(parseFinalJson('{"a":1}\n{ not json }\n'), { a: 1 }, 'a brace line that is not JSON is skipped');
+  t.same(parseFinalJson('  {"a":1}  \n\n\n'), { a: 1 }, 'spaces and trailing blank lines');
+  t.equal(parseFinalJson('[1,2]\nnull\n'), null, 'arrays and null are not a final line');
+  t.equal(parseFinalJson(''), null);
+  fc.assert(fc.property(
+    fc.array(fc.string().map((s) => s.replace(/[\n{}]/g, '')), { maxLength: 5 }),
+    fc.dictionary(fc.string(), fc.oneof(fc.integer(), fc.string(), fc.boolean(), fc.constant(null))),
+    (noise, obj) => {
+      const out = parseFinalJson([...noise, JSON.stringify(obj), ...noise].join('\n'));
+      return JSON.stringify(out) === JSON.stringify(obj);
+    },
+  ));
+});
+
+t.test('pick and pickFigures', async (t) => {
+  t.equal(pick({ a: { b: 3 } }, ['a', 'b']), 3);
+  t.equal(pick({ a: { b: '3' } }, ['a', 'b']), null, 'only numbers');
+  t.equal(pick({ a: null }, ['a', 'b']), null);
+  t.equal(pick({ a: { b: Infinity } }, ['a', 'b']), null);
+  t.equal(pick({}, ['constructor']), null, 'own properties only');
+
+  // The final lines of the four benches, trimmed to what is picked (shapes as of issue 28).
+  const ingest = { bench: 'bgp-ingest', replay: { full: { blockspeaker: { ms: 1620, cpuMs: 1950, peakRssMB: 201.3, prefixes: 1 } }, ratios: {} } };
+  t.same(pickFigures(SHAPES.ingest, ingest), { 'ingest.timeMs': 1620, 'ingest.cpuMs': 1950, 'ingest.peakRssMB': 201.3 });
+  const peers = { bench: 'bgp-ingest', bgperf: { blockspeaker: { ms: 2100, fromFirstEstablishedMs: 900, cpuMs: 490, peakRssMB: 70 } } };
+  t.same(pickFigures(SHAPES.peers, peers), { 'peers.convergeMs': 2100, 'peers.cpuMs': 490, 'peers.peakRssMB': 70 });
+  const rib = { bench: 'rib', lpmMperSec: { v4: { wall: 31.2, cpu: 33 }, v6: { wall: 12.5, cpu: 13 } }, baseline: { lpmMperSec: { v4: { wall: 0.4 } } } };
+  t.same(pickFigures(SHAPES.lpm, rib), { 'lpm.v4MperS': 31.2, 'lpm.v6MperS': 12.5 });
+  const cni = { bench: 'cni', results: { dist: { add: { p50_ms: 292 }, del: { p50_ms: 240 } }, 'host-local': { add: { p50_ms: 18 } } } };
+  t.same(pickFigures(SHAPES.cni, cni), { 'cni.distAddMs': 292, 'cni.distDelMs': 240, 'cni.shimAddMs': null, 'cni.shimDelMs': null },
+    'a mode the bench did not run gives null');
+});
+
+t.test('declaredOptions reads parseArgs options', async (t) => {
+  const src = `const { values } = parseArgs({
+  options: {
+    table: { type: 'string' },
+    limit: { type: "string" },
+    'no-sink': { type: 'boolean', default: false },
+    "no-build": {type:'boolean'},
+  },
+});
+const other = { type: 'x' };`;
+  t.same([...declaredOptions(src)].sort(), ['limit', 'no-build', 'no-sink', 'table']);
+});
+
+t.test('argvFor: optional flags are dropped, required ones make the shape missing', async (t) => {
+  const args = shapeArgs('ingest', { table: '/t.gz', limit: '50000' });
+  const all = new Set(['no-bgperf', 'receivers', 'sender', 'no-sink', 'no-build', 'table', 'limit']);
+  t.same(argvFor(args, all), {
+    argv: ['--no-bgperf', '--receivers', 'blockspeaker', '--sender', 'replay', '--no-sink', '--no-build', '--table', '/t.gz', '--limit', '50000'],
+    missing: [], dropped: [],
+  });
+  const old = new Set(['no-bgperf', 'receivers', 'sender', 'no-sink', 'table', 'limit']);
+  t.same(argvFor(args, old).dropped, ['--no-build']);
+  t.same(argvFor(args, new Set(['receivers', 'sender'])).missing, ['--no-bgperf', '--table', '--limit']);
+  t.same(argvFor(shapeArgs('peers', { limit: '10' }), new Set(['no-full', 'receivers'])).missing, [], 'peers: --limit only saves time');
+  fc.assert(fc.property(fc.constantFrom(...SHAPE_NAMES), fc.subarray(['no-bgperf', 'no-full', 'receivers', 'sender', 'no-sink', 'no-build', 'table', 'limit', 'no-baseline', 'no-rib', 'no-tsx', 'count']),
+    (shape, have) => {
+      const a = shapeArgs(shape, { table: '/t', ribTable: '/r', limit: '5', cniCount: '7' });
+      const r = argvFor(a, new Set(have));
+      // every flag is either given, missing (required) or dropped (optional), never two of these
+      const given = r.argv.filter((x) => x.startsWith('--'));
+      return a.every((x) => [given.includes(x.flag), r.missing.includes(x.flag), r.dropped.includes(x.flag)].filter(Boolean).length === 1) &&
+        r.missing.every((f) => a.find((x) => x.flag === f)!.required) && r.dropped.every((f) => !a.find((x) => x.flag === f)!.required);
+    }));
+});
+
+t.test('parseOnly', async (t) => {
+  t.same(parseOnly(undefined), ['ingest', 'peers', 'lpm', 'cni']);
+  t.same(parseOnly('cni, lpm'), ['lpm', 'cni'], 'in the run order');
+  t.throws(() => parseOnly('lpm,bogus'), /unknown shape bogus/);
+});
+
+t.test('summarize: medians over the runs that gave a figure', async (t) => {
+  const base = [{ 'lpm.v4MperS': 30, 'lpm.v6MperS': 10 }, { 'lpm.v4MperS': 34, 'lpm.v6MperS': null }];
+  const head = [{ 'lpm.v4MperS': 40, 'lpm.v6MperS': 12 }, { 'lpm.v4MperS': 44, 'lpm.v6MperS': 12 }];
+  const [v4, v6] = summarize(SHAPES.lpm, base, head);
+  t.equal(v4.base.median, 32);
+  t.equal(v4.head.median, 42);
+  t.equal(v4.ratio, 42 / 32);
+  t.equal(v4.verdict, 'better', 'higher is better for lookup rates');
+  t.same(v6.base.runs, [10, null]);
+  t.equal(v6.base.median, 10);
+  t.equal(v6.ratio, 1.2);
+  const none = summarize(SHAPES.cni, [], [{ 'cni.distAddMs': 100 }]);
+  t.equal(none[0].base.median, null, 'a shape not in base has no base median');
+  t.equal(none[0].ratio, null);
+});
