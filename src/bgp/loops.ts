@@ -13,8 +13,11 @@ export function asnOccurrences(a: PathAttrs, asn: number): number {
 
 /** One of `ours` appears more than `allowed` times. */
 export function asLoop(a: PathAttrs, ours: readonly number[], allowed: number): boolean {
-  for (const asn of ours) {
-    if (allowed === 0 ? pathHasAsn(a, asn) : asnOccurrences(a, asn) > allowed) return true;
-  }
+  for (const asn of ours) if (ownAsLoop(a, asn, allowed)) return true;
   return false;
+}
+
+/** `asn` appears more than `allowed` times (asLoop for one AS: no list per UPDATE on the ingest path). */
+export function ownAsLoop(a: PathAttrs, asn: number, allowed: number): boolean {
+  return allowed === 0 ? pathHasAsn(a, asn) : asnOccurrences(a, asn) > allowed;
 }

@@ -23,7 +23,7 @@ import { hostSocketOptions, type SocketOptionsHost } from '../platform/sockopt.t
 import { compilePrefixList, sameRules, type PrefixFilter, type PrefixRule } from './policy.ts';
 import { clusterLoop } from './reflect.ts';
 import { CommunityTagger, sameAdvertisements, type PrefixAdvertisement } from './communities.ts';
-import { asLoop } from './loops.ts';
+import { ownAsLoop } from './loops.ts';
 import { ExportQueue } from './export-queue.ts';
 import { RoutePolicy, type PolicyRule } from './route-policy.ts';
 import { FLUSH_GAP_MS, FlushPacer } from './flush-pacer.ts';
@@ -1165,7 +1165,6 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       if (f) this.onEndOfRib(p, f);
       return;
     }
-    const rib = this.rib;
     if (v4) this.withdrawList(src, m.withdrawn);
     if (m.mpUnreach && familyOk(m.mpUnreach.afi, m.mpUnreach.safi, fams)) this.withdrawList(src, m.mpUnreach.withdrawn);
     if (action === 'treat-as-withdraw' || m.attrs === null) {
@@ -1176,26 +1175,31 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       // The import policy (importPolicy's two halves): the attributes' half once per UPDATE, the prefix list per prefix.
       const attrs = m.attrs;
       const loop = this.importedAttrs(p, attrs) === null;
-      const accept = p.importFilter ? p.importFilter.acceptor : undefined;
-      // A route policy may change attributes per prefix: that peer's UPDATEs take the per-prefix path.
-      const ingest = (list: PrefixList, a: PathAttrs) => {
-        if (!p.importRP || loop) return rib.updateList(src, list, a, loop ? null : a, accept);
-        const pol = this.importPolicy(p);
-        for (let i = 0; i < list.count; i++) {
-          const prefix = list.prefix(i);
-          rib.update(src, prefix, a, pol(prefix, a, src));
-        }
-      };
-      if (v4) ingest(m.nlri, attrs);
+      if (v4 && m.nlri.count > 0) this.ingestList(p, m.nlri, attrs, loop);
       const mp = m.mpReach;
       if (mp && mp.nlri.count > 0 && familyOk(mp.afi, mp.safi, fams)) {
         // attrs.nextHop is the classic NEXT_HOP when the UPDATE also has classic NLRI.
         const a = m.nlri.count > 0 ? withAttrs(attrs, { nextHop: mp.nextHop, nextHopLinkLocal: mp.nextHopLinkLocal }) : attrs;
-        ingest(mp.nlri, a);
+        this.ingestList(p, mp.nlri, a, loop);
       }
       if (p.maxPrefix) this.checkMaxPrefix(p, s);
     }
     this.scheduleFlush();
+  }
+
+  /** One UPDATE's prefixes into the RIB. A method, not a closure per UPDATE: that was 16% of a full table's allocation. */
+  private ingestList(p: PeerState, list: PrefixList, a: PathAttrs, loop: boolean): void {
+    const src = p.source;
+    // A route policy may change attributes per prefix: that peer's UPDATEs take the per-prefix path.
+    if (!p.importRP || loop) {
+      this.rib.updateList(src, list, a, loop ? null : a, p.importFilter ? p.importFilter.acceptor : undefined);
+      return;
+    }
+    const pol = this.importPolicy(p);
+    for (let i = 0; i < list.count; i++) {
+      const prefix = list.prefix(i);
+      this.rib.update(src, prefix, a, pol(prefix, a, src));
+    }
   }
 
   /** Close the session when the peer holds more prefixes than allowed (RFC 4486 Cease 1); restart it later. */
@@ -1252,8 +1256,10 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   // (dropped when they loop back to us), then the peer's prefix list.
   private importedAttrs(p: PeerState, attrs: PathAttrs): PathAttrs | null {
     const c = p.cfg;
-    const ours = c.localAs === this.cfg.asn ? [c.localAs] : [this.cfg.asn, c.localAs];
-    return isLoop(attrs, this.routerId) || asLoop(attrs, ours, c.allowAsIn) || clusterLoop(attrs, this.clusterIdNum()) ? null : attrs;
+    // Our AS, and the peer's local AS when it differs (RFC 4271 9.1.2, allowas-in).
+    const loop = isLoop(attrs, this.routerId) || ownAsLoop(attrs, this.cfg.asn, c.allowAsIn) ||
+      (c.localAs !== this.cfg.asn && ownAsLoop(attrs, c.localAs, c.allowAsIn)) || clusterLoop(attrs, this.clusterIdNum());
+    return loop ? null : attrs;
   }
 
   private clusterIdNum(): number | undefined {

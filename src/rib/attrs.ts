@@ -358,8 +358,11 @@ function build(init: AttrsInit, adopt: boolean, facts?: AsPathFacts, from?: Attr
     facts = from.facts;
   } else if (init.asPath !== undefined && (facts = knownFacts.get(init.asPath)) !== undefined) asPath = init.asPath;
   else asPath = normaliseAsPath(init.asPath ?? EMPTY);
+  // Lists still identical to `from`'s are taken as they are (no closures here: build runs once per attribute set).
   const rare = from?.rareAttrs;
-  const trusted = <T>(x: T | undefined, own: T | undefined, norm: (x: T) => T): T => (x !== undefined && x === own ? x : norm(x ?? (EMPTY as T)));
+  const ext = init.extCommunities;
+  const large = init.largeCommunities;
+  const clusters = init.clusterList;
   const rec = new AttrRecord(
     origin,
     asPath,
@@ -372,10 +375,11 @@ function build(init: AttrsInit, adopt: boolean, facts?: AsPathFacts, from?: Attr
       ? undefined
       : Object.freeze({ asn: u32(agg.asn, 'AGGREGATOR ASN'), address: copyIP(agg.address, 'AGGREGATOR address')! }),
     communities,
-    trusted(init.extCommunities, rare?.extCommunities, (x) => sortedUniqueTuples(x, 2, 'extended community')),
-    trusted(init.largeCommunities, rare?.largeCommunities, (x) => sortedUniqueTuples(x, 3, 'large community')),
+    ext !== undefined && ext === rare?.extCommunities ? ext : sortedUniqueTuples(ext ?? EMPTY, 2, 'extended community'),
+    large !== undefined && large === rare?.largeCommunities ? large : sortedUniqueTuples(large ?? EMPTY, 3, 'large community'),
     init.originatorId === undefined ? undefined : u32(init.originatorId, 'ORIGINATOR_ID'),
-    trusted(init.clusterList, rare?.clusterList, (x) => (x.length ? Object.freeze(x.map((c) => u32(c, 'CLUSTER_ID'))) : EMPTY)),
+    clusters !== undefined && clusters === rare?.clusterList ? clusters
+      : clusters?.length ? Object.freeze(clusters.map((c) => u32(c, 'CLUSTER_ID'))) : EMPTY,
     unknown.length ? Object.freeze(unknown) : EMPTY,
     facts ?? asPathFacts(asPath),
   );

@@ -7,7 +7,7 @@
 // index is an open-addressing table of entry numbers, so a hit touches two or three cache lines and allocates
 // nothing. The same bytes always decode to the same path, so an entry never goes stale; the cache is simply
 // emptied when it reaches its size limit (records keep their paths).
-import { asPathFacts, type AsPath, type AsPathFacts } from '../../rib/attrs.ts';
+import { SegmentType, asPathFacts, type AsPath, type AsPathFacts } from '../../rib/attrs.ts';
 
 const MAX_ENTRIES = 1 << 16;
 /**
@@ -27,6 +27,8 @@ export class AsPathCache {
   private hashes = new Int32Array(256);
   private offsets = new Int32Array(256);
   private lengths = new Uint16Array(256);
+  /** 1 when the entry's path has an AS_CONFED_SEQUENCE or AS_CONFED_SET segment (checked once per path, not per UPDATE). */
+  private confeds = new Uint8Array(256);
   private arena = new Uint8Array(4096);
   private arenaTop = 0;
   private readonly paths: AsPath[] = [];
@@ -61,6 +63,11 @@ export class AsPathCache {
     return this.facts[k];
   }
 
+  /** Whether the entry's path carries confederation segments. */
+  confed(k: number): boolean {
+    return this.confeds[k] === 1;
+  }
+
   /** Remember that b[s..e) (hash `h`, at most 65,535 octets: an attribute value) decodes to `path`; returns the entry. */
   add(b: Uint8Array, s: number, e: number, h: number, path: AsPath): number {
     const len = e - s;
@@ -79,6 +86,7 @@ export class AsPathCache {
     this.arenaTop += len;
     this.paths[k] = path;
     this.facts[k] = asPathFacts(path);
+    this.confeds[k] = hasConfedSegment(path) ? 1 : 0;
     let i = h & this.mask;
     while (this.index[i] !== EMPTY) i = (i + 1) & this.mask;
     this.index[i] = k;
@@ -87,7 +95,7 @@ export class AsPathCache {
 
   private grow(): void {
     const cap = this.hashes.length * 2;
-    const widen = <T extends Int32Array | Uint16Array>(a: T, make: (n: number) => T): T => {
+    const widen = <T extends Int32Array | Uint16Array | Uint8Array>(a: T, make: (n: number) => T): T => {
       const b = make(cap);
       b.set(a);
       return b;
@@ -95,6 +103,7 @@ export class AsPathCache {
     this.hashes = widen(this.hashes, (n) => new Int32Array(n));
     this.offsets = widen(this.offsets, (n) => new Int32Array(n));
     this.lengths = widen(this.lengths, (n) => new Uint16Array(n));
+    this.confeds = widen(this.confeds, (n) => new Uint8Array(n));
     this.index = new Int32Array(cap * 2).fill(EMPTY);
     this.mask = cap * 2 - 1;
     for (let k = 0; k < this.n; k++) {
@@ -111,6 +120,11 @@ export class AsPathCache {
     this.n = 0;
     this.arenaTop = 0;
   }
+}
+
+function hasConfedSegment(path: AsPath): boolean {
+  for (const g of path) if (g.type === SegmentType.AS_CONFED_SEQUENCE || g.type === SegmentType.AS_CONFED_SET) return true;
+  return false;
 }
 
 /** FNV-1a over b[s..e), as a small integer. */
