@@ -12,7 +12,7 @@ import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
 import { IP, parseIP, formatIP } from '../net/ip.ts';
 import {
-  AS_TRANS, Afi, Safi, DecodeScratch, Framer, decodeMessage, encodeKeepalive, encodeNotification, encodeOpen,
+  AS_TRANS, Afi, Safi, DecodeScratch, Framer, decodeMessageAt, encodeKeepalive, encodeNotification, encodeOpen,
   encodeRouteRefresh, encodeEndOfRib, ErrorCode, HeaderSubcode, OpenSubcode, errorCodeName, errorSubcodeName, shutdownMessage, validateOpen,
   negotiatedOptions, peerAsOf, encodeCapability, MsgType, type Capability, type DecodeOptions, type DecodeResult,
   type OpenMessage, type UpdateMessage, type AttrProblem, type NotificationMessage,
@@ -341,7 +341,7 @@ export class Session extends EventEmitter<SessionEvents> {
           this.safeEmit('down', a.info);
           break;
         case 'deliverUpdate':
-          if (this.processing) this.safeEmit('update', this.processing, this.processingAction, this.processingProblems);
+          if (this.processing) this.deliverUpdate(this.processing, this.processingAction, this.processingProblems);
           break;
         case 'deliverRouteRefresh':
           if (this.refreshFamily) this.safeEmit('routeRefresh', this.refreshFamily, this.refreshSubtype);
@@ -363,8 +363,31 @@ export class Session extends EventEmitter<SessionEvents> {
     try {
       (this.emit as (e: K, ...a: SessionEvents[K]) => boolean)(event, ...args);
     } catch (e) {
-      this.log.error(`${this.name}: ${event} handler failed: ${(e as Error)?.stack ?? String(e)}`);
-      if (this.socket) this.dispatch({ type: 'AutomaticStop', notification: { code: ErrorCode.CEASE, subcode: 0 } });
+      this.handlerFailed(event, e);
+    }
+  }
+
+  private handlerFailed(event: string, e: unknown): void {
+    this.log.error(`${this.name}: ${event} handler failed: ${(e as Error)?.stack ?? String(e)}`);
+    if (this.socket) this.dispatch({ type: 'AutomaticStop', notification: { code: ErrorCode.CEASE, subcode: 0 } });
+  }
+
+  /**
+   * The speaker's UPDATE handler, called directly: no event and no argument lists per UPDATE (two arrays each,
+   * through safeEmit and emit). Without one, 'update' listeners get the event as before.
+   */
+  updateHandler: ((...args: SessionEvents['update']) => void) | null = null;
+
+  private deliverUpdate(m: UpdateMessage, action: DecodeResult['action'], problems: readonly AttrProblem[]): void {
+    const h = this.updateHandler;
+    if (h === null) {
+      this.safeEmit('update', m, action, problems);
+      return;
+    }
+    try {
+      h(m, action, problems);
+    } catch (e) {
+      this.handlerFailed('update', e);
     }
   }
 
@@ -516,11 +539,14 @@ export class Session extends EventEmitter<SessionEvents> {
 
   // ---- receiving ----------------------------------------------------------------------------------------------
 
+  /** Each framed message, where it lies in the chunk (decoded in place: no view object per message). */
+  private readonly frameAt = (buf: Uint8Array, off: number, len: number): void => {
+    if (this.socket === null) return;
+    this.onFrame(buf, off, len);
+  };
+
   private onData(chunk: Buffer): void {
-    const err = this.framer.push(chunk, (frame) => {
-      if (this.socket === null) return;
-      this.onFrame(frame);
-    });
+    const err = this.framer.pushAt(chunk, this.frameAt);
     if (this.pendingHold > 0) {
       // UPDATEs on the fast path restart the hold timer once per read, not once per message; only if the FSM
       // still has it running (a message later in the chunk may have ended the session).
@@ -538,9 +564,9 @@ export class Session extends EventEmitter<SessionEvents> {
     }
   }
 
-  private onFrame(frame: Uint8Array): void {
+  private onFrame(buf: Uint8Array, off: number, len: number): void {
     this.counters.messagesIn++;
-    const r = decodeMessage(frame, this.decodeOpts);
+    const r = decodeMessageAt(buf, off, len, this.decodeOpts);
     if (r.action === 'notification') {
       if (r.internal) this.log.error(`${this.name}: decoder bug: ${r.reason}`);
       else this.log.warn(`${this.name}: malformed message: ${r.reason}`);
@@ -589,7 +615,7 @@ export class Session extends EventEmitter<SessionEvents> {
         const hold = this.dispatching ? -1 : this.fsm.updateInEstablished();
         if (hold >= 0) {
           if (hold > 0) this.pendingHold = hold; // restarted at the end of this read (onData)
-          this.safeEmit('update', m, r.action, this.processingProblems);
+          this.deliverUpdate(m, r.action, this.processingProblems);
           return;
         }
         this.processingAction = r.action;

@@ -838,10 +838,10 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       if (info.notification) p.errors.addNotification(info.notification.direction, info.notification.code, info.notification.subcode);
       this.onDown(p, s, info);
     });
-    s.on('update', (m, action, problems: readonly AttrProblem[]) => {
+    s.updateHandler = (m, action, problems: readonly AttrProblem[]) => {
       if (action !== 'ok' && problems) p.errors.addProblems(problems);
       this.onUpdate(p, s, m, action);
-    });
+    };
     s.on('routeRefresh', (family, subtype) => this.onRouteRefresh(p, s, family, subtype));
     return s;
   }

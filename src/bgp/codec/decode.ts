@@ -210,24 +210,33 @@ function badLength(len: number, why: string): CodecError {
 
 /** Decode one whole message (header included; buf.length must equal its length field). Never throws. */
 export function decodeMessage(buf: Uint8Array, opts: DecodeOptions = {}): DecodeResult {
-  const msgType = buf.length >= HEADER_LEN ? buf[18] : null;
+  return decodeMessageAt(buf, 0, buf.length, opts);
+}
+
+/**
+ * decodeMessage for the message at buf[off..off+n) (n must equal its length field), without a view of it: the
+ * session decodes in place in the socket's chunk (Framer.pushAt), a Uint8Array less per UPDATE. Never throws.
+ */
+export function decodeMessageAt(buf: Uint8Array, off: number, n: number, opts: DecodeOptions = {}): DecodeResult {
+  const msgType = n >= HEADER_LEN ? buf[off + 18] : null;
   try {
-    if (buf.length < HEADER_LEN) {
-      throw notificationError(ErrorCode.MESSAGE_HEADER, HeaderSubcode.BAD_MESSAGE_LENGTH, `only ${buf.length} octets, less than a header`, be16(buf.length));
+    if (n < HEADER_LEN) {
+      throw notificationError(ErrorCode.MESSAGE_HEADER, HeaderSubcode.BAD_MESSAGE_LENGTH, `only ${n} octets, less than a header`, be16(n));
     }
-    const h = checkHeader(buf, 0, opts);
+    const h = checkHeader(buf, off, opts);
     if (h) throw h;
-    const len = u16(buf, 16);
-    if (len !== buf.length) {
-      throw notificationError(ErrorCode.MESSAGE_HEADER, HeaderSubcode.BAD_MESSAGE_LENGTH, `length field ${len} but ${buf.length} octets`, be16(len));
+    const len = u16(buf, off + 16);
+    if (len !== n) {
+      throw notificationError(ErrorCode.MESSAGE_HEADER, HeaderSubcode.BAD_MESSAGE_LENGTH, `length field ${len} but ${n} octets`, be16(len));
     }
-    switch (buf[18]) {
-      case MsgType.OPEN: return { action: 'ok', message: decodeOpen(buf, HEADER_LEN, len) };
-      case MsgType.UPDATE: return decodeUpdate(buf, HEADER_LEN, len, opts);
+    switch (buf[off + 18]) {
+      // UPDATEs are read in place (all their offsets are absolute); the rare others from a view of their own.
+      case MsgType.UPDATE: return decodeUpdate(buf, off + HEADER_LEN, off + len, opts);
+      case MsgType.OPEN: return { action: 'ok', message: decodeOpen(viewOf(buf, off, len), HEADER_LEN, len) };
       case MsgType.NOTIFICATION:
-        return { action: 'ok', message: { type: 'notification', code: buf[19], subcode: buf[20], data: copy(buf, 21, len) } };
+        return { action: 'ok', message: { type: 'notification', code: buf[off + 19], subcode: buf[off + 20], data: copy(buf, off + 21, off + len) } };
       case MsgType.KEEPALIVE: return { action: 'ok', message: { type: 'keepalive' } };
-      default: return { action: 'ok', message: decodeRouteRefresh(buf, len) };
+      default: return { action: 'ok', message: decodeRouteRefresh(viewOf(buf, off, len), len) };
     }
   } catch (e) {
     if (e instanceof CodecError) {
@@ -237,6 +246,9 @@ export function decodeMessage(buf: Uint8Array, opts: DecodeOptions = {}): Decode
     return { action: 'notification', code, subcode: 0, data: EMPTY, reason: `internal error: ${String((e as Error)?.message ?? e)}`, msgType, internal: true };
   }
 }
+
+const viewOf = (b: Uint8Array, off: number, n: number): Uint8Array =>
+  (off === 0 && n === b.length ? b : new Uint8Array(b.buffer, b.byteOffset + off, n));
 
 // ---- ROUTE-REFRESH ------------------------------------------------------------------------------------------
 

@@ -34,6 +34,15 @@ export class Framer {
    * call returns the same error.
    */
   push(chunk: Uint8Array, onFrame: (msg: Uint8Array) => void): NotificationResult | null {
+    return this.pushAt(chunk, (buf, off, len) => onFrame(off === 0 && len === buf.length ? buf : new Uint8Array(buf.buffer, buf.byteOffset + off, len)));
+  }
+
+  /**
+   * push, with each message given as where it lies (buf[off..off+len)) rather than as a view: no object per
+   * message for a caller that decodes in place (decodeMessageAt). `buf` is `chunk`, or a copy for a message split
+   * across chunks.
+   */
+  pushAt(chunk: Uint8Array, onFrame: (buf: Uint8Array, off: number, len: number) => void): NotificationResult | null {
     if (this.failed) return this.failed;
     const n = chunk.length;
     let off = 0;
@@ -58,7 +67,7 @@ export class Framer {
       off += take;
       if (this.bodyFill < body.length) return null;
       this.body = null;
-      onFrame(body);
+      onFrame(body, 0, body.length);
     }
     const view = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     while (n - off >= HEADER_LEN) {
@@ -71,8 +80,7 @@ export class Framer {
         this.bodyFill = n - off;
         return null;
       }
-      // A plain view: Buffer#subarray builds a Buffer through a JS constructor, measurable at ~350k messages.
-      onFrame(new Uint8Array(view.buffer, view.byteOffset + off, len));
+      onFrame(view, off, len);
       off += len;
     }
     if (off < n) {
