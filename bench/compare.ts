@@ -1,21 +1,27 @@
 // bench/compare: the headline figures of a base commit and of this working tree, measured in one run, alternating
 // base and head, each side with its own version of each bench (issue 28). Run it before a stop that touches a hot path.
 //
-//   npm run bench:compare -- --base REF [--rounds N] [--only ingest,peers,lpm,cni] [--keep]
+//   npm run bench:compare -- --base REF [--rounds N] [--only ingest,birdsender,peers,lpm,cni] [--keep]
 //                            [--table FILE] [--limit N]   (passed to the two ingest shapes; --limit 100000 for a quick run)
 //                            [--cni-count N]              (pods per CNI run, the bench's --count; its default otherwise)
 //
 // Shapes (bench/lib/compare.ts lists the figures picked from each bench's final JSON line):
-//   ingest  npm run bench:bgp-ingest -- --no-bgperf --receivers blockspeaker --sender replay --no-sink
+//   ingest  npm run bench:bgp-ingest -- --no-bgperf --receivers blockspeaker,bird --sender replay --no-sink
 //           full table over one session: time from Established until every prefix is held, CPU, peak RSS
-//   peers   npm run bench:bgp-ingest -- --no-full --no-sink --receivers blockspeaker
+//   birdsender  npm run bench:bgp-ingest -- --no-bgperf --receivers blockspeaker,bird --sender bird
+//           the same table from BIRD as the sender (one prefix per UPDATE, in its own order), with the sink
+//   peers   npm run bench:bgp-ingest -- --no-full --no-sink --receivers blockspeaker,bird
 //           100 peers x 100 prefixes from BIRD: time from `birdc enable` until all 10,000 are held, CPU, peak RSS
+// The BGP shapes run BIRD as a receiver too, in every run of either side: their figures are compared base to head
+// like ours (a control: they should be level), and each side's medians give BIRD against ours with the issue's
+// goals ("versus" lines: BIRD's time over ours, our CPU and RSS over BIRD's, our time over the sink's).
 //   lpm     npm run bench:rib -- --no-baseline --no-rib: IPv4 and IPv6 LPM rates (M lookups/s, wall clock)
 //   cni     npm run bench:cni -- --no-tsx: ADD and DEL p50, the compiled plugin and the Perl shim
 // The ingest shapes need root, bird2, gobgpd (the bench checks for both), curl and nsenter.
 //
 // The base is checked out beside the working tree: `git worktree add --detach var/compare/<short sha>`, with
-// /work/main's node_modules linked into it when its package-lock.json is the working tree's, else `npm ci` there.
+// /work/main's node_modules linked into it when its package-lock.json is the working tree's, else `npm ci` there
+// (`npm install` when npm ci refuses an old lock file that lacks some platform's optional packages).
 // A bench that takes --no-build gets dist/ built once per checkout (`npm run build`) and --no-build on every run;
 // one that does not builds dist/ itself on every run. The ingest shapes and the RIB bench are given the head's
 // default table (../shared/data/tier1-table-2023.txt.gz) by path when it exists: from var/compare/ the base would
@@ -32,7 +38,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import {
-  SHAPES, argvFor, declaredOptions, fmt, parseFinalJson, parseOnly, pickFigures, shapeArgs, summarize,
+  SHAPES, argvFor, declaredOptions, fmt, parseFinalJson, parseOnly, pickFigures, shapeArgs, summarize, versusOf,
   type CompareOptions, type FigureSummary, type ShapeName,
 } from './lib/compare.ts';
 
@@ -221,8 +227,15 @@ try {
     log(`  node_modules: package-lock.json ${baseLock === null ? 'absent in base' : 'differs from the working tree\'s'}: npm ci in the worktree ...`);
     const t0 = now();
     const r = await run('npm', ['ci', '--no-audit', '--no-fund'], baseDir, join(logDir, 'base-npm-ci.log'), 30 * 60_000);
-    if (r.code !== 0) throw new Error(`npm ci in ${baseDir} failed (${r.code}); see ${join(logDir, 'base-npm-ci.log')}\n${lastLines(r.stderrTail)}`);
-    log(`  npm ci done in ${((now() - t0) / 1000).toFixed(0)} s`);
+    if (r.code !== 0 && /npm error code EUSAGE|are in sync|from lock file/.test(readFileSync(join(logDir, 'base-npm-ci.log'), 'utf8'))) {
+      // An old commit whose lock file lacks some platform's optional packages (npm ci refuses it): npm install
+      // there, which keeps what the lock pins and adds only the missing entries. Only the throwaway worktree changes.
+      nodeModules = 'npm install (base lock file out of sync for npm ci)';
+      log('  npm ci refused the base\'s lock file (out of sync with its package.json): npm install in the worktree instead ...');
+      const r2 = await run('npm', ['install', '--no-audit', '--no-fund'], baseDir, join(logDir, 'base-npm-install.log'), 30 * 60_000);
+      if (r2.code !== 0) throw new Error(`npm install in ${baseDir} failed (${r2.code}); see ${join(logDir, 'base-npm-install.log')}\n${lastLines(r2.stderrTail)}`);
+    } else if (r.code !== 0) throw new Error(`npm ci in ${baseDir} failed (${r.code}); see ${join(logDir, 'base-npm-ci.log')}\n${lastLines(r.stderrTail)}`);
+    log(`  ${nodeModules} done in ${((now() - t0) / 1000).toFixed(0)} s`);
   }
 } catch (e) {
   console.error(`bench:compare: cannot set up the base checkout: ${(e as Error).message}`);
@@ -377,6 +390,14 @@ for (const name of only) {
       `${f.verdict && f.verdict !== 'level' ? `: head ${f.verdict}` : f.verdict === 'level' ? ': level (within 3%)' : ''}${runsTxt}`);
     allFigures.push({ shape: name, ...f });
   }
+  // Ratios within each side's own runs: BIRD measured in the same runs as ours.
+  const med = (side: 'base' | 'head') => Object.fromEntries(figures.map((f) => [f.key, f[side].median]));
+  const versus = { base: versusOf(shape, med('base')), head: versusOf(shape, med('head')) };
+  for (const [i, v] of versus.head.entries()) {
+    const b = versus.base[i]!;
+    log(`  ${v.label}${v.goal ? ` (goal ${v.goal})` : ''}: base ${b.value === null ? '-' : b.value.toFixed(2)}, head ${v.value === null ? '-' : v.value.toFixed(2)}` +
+      `${v.met === null ? '' : v.met ? ': met' : ': not met'}`);
+  }
   const sideOut = (p: Plan, rs: RunRecord[], side: string) => ({
     status: !p.runnable ? (p.reason?.startsWith('not in') ? `not in ${side}` : 'failed') : rs.some((r) => r.error) ? 'failed runs' : 'ok',
     ...(p.reason ? { reason: p.reason } : {}),
@@ -386,6 +407,7 @@ for (const name of only) {
   shapesOut[name] = {
     command: `npm run ${shape.script}`, base: sideOut(bp, br, 'base'), head: sideOut(hp, hr, 'head'),
     figures: figures.map((f) => ({ ...f, ratio: f.ratio === null ? null : Math.round(f.ratio * 10000) / 10000 })),
+    ...(shape.versus ? { versus } : {}),
   };
 }
 log(`logs: ${relative(repoRoot, logDir)}/`);

@@ -2,8 +2,8 @@
 // figures picked from each bench's final JSON line, and the arithmetic (medians, ratios head/base). No I/O here, so
 // test/bench/compare.test.ts can check it without running a bench.
 
-export type ShapeName = 'ingest' | 'peers' | 'lpm' | 'cni';
-export const SHAPE_NAMES: readonly ShapeName[] = ['ingest', 'peers', 'lpm', 'cni'];
+export type ShapeName = 'ingest' | 'birdsender' | 'peers' | 'lpm' | 'cni';
+export const SHAPE_NAMES: readonly ShapeName[] = ['ingest', 'birdsender', 'peers', 'lpm', 'cni'];
 
 export interface Figure {
   /** Stable key in the final JSON line, e.g. "ingest.timeMs". */
@@ -24,9 +24,21 @@ export interface BenchArg {
   required: boolean;
 }
 
+/** A ratio between two figures of one side's runs (medians), printed with its goal: e.g. BIRD's time over ours. */
+export interface Versus {
+  label: string;
+  /** Figure keys: the ratio is num / den. */
+  num: string;
+  den: string;
+  /** The issue's goal for it, when there is one. */
+  goal?: { op: '>=' | '<='; value: number };
+}
+
 export interface Shape {
   name: ShapeName;
   title: string;
+  /** Ratios within each side's runs (BIRD against ours in the same runs). */
+  versus?: readonly Versus[];
   /** The npm script and the file behind it (the file's parseArgs options say which flags a checkout has). */
   script: string;
   file: string;
@@ -52,7 +64,7 @@ const fig = (shape: ShapeName, name: string, short: string, label: string, path:
 export const SHAPES: Record<ShapeName, Shape> = {
   ingest: {
     name: 'ingest',
-    title: 'full-table ingest (replay sender, one session, blockspeaker receiver)',
+    title: 'full-table ingest (replay sender, one session; blockspeaker, then BIRD as the receiver in the same run)',
     script: 'bench:bgp-ingest',
     file: 'bench/bgp-ingest.ts',
     needsBuild: true,
@@ -60,11 +72,40 @@ export const SHAPES: Record<ShapeName, Shape> = {
       fig('ingest', 'timeMs', 'time', 'time, Established until every prefix held', ['replay', 'full', 'blockspeaker', 'ms'], 'ms', 'lower'),
       fig('ingest', 'cpuMs', 'CPU', 'CPU (utime + stime)', ['replay', 'full', 'blockspeaker', 'cpuMs'], 'ms', 'lower'),
       fig('ingest', 'peakRssMB', 'peak RSS', 'peak RSS', ['replay', 'full', 'blockspeaker', 'peakRssMB'], 'MB', 'lower'),
+      fig('ingest', 'birdTimeMs', 'BIRD time', 'BIRD receiver: time', ['replay', 'full', 'bird', 'ms'], 'ms', 'lower'),
+      fig('ingest', 'birdCpuMs', 'BIRD CPU', 'BIRD receiver: CPU', ['replay', 'full', 'bird', 'cpuMs'], 'ms', 'lower'),
+      fig('ingest', 'birdPeakRssMB', 'BIRD RSS', 'BIRD receiver: peak RSS', ['replay', 'full', 'bird', 'peakRssMB'], 'MB', 'lower'),
+    ],
+    versus: [
+      { label: "BIRD's time over ours", num: 'ingest.birdTimeMs', den: 'ingest.timeMs', goal: { op: '>=', value: 1.5 } },
+      { label: 'our CPU over BIRD\'s', num: 'ingest.cpuMs', den: 'ingest.birdCpuMs', goal: { op: '<=', value: 1 } },
+      { label: 'our peak RSS over BIRD\'s', num: 'ingest.peakRssMB', den: 'ingest.birdPeakRssMB', goal: { op: '<=', value: 1 } },
+    ],
+  },
+  birdsender: {
+    name: 'birdsender',
+    title: 'full-table ingest from BIRD as the sender (it sets the pace: the do-nothing sink, blockspeaker, BIRD receivers)',
+    script: 'bench:bgp-ingest',
+    file: 'bench/bgp-ingest.ts',
+    needsBuild: true,
+    figures: [
+      fig('birdsender', 'timeMs', 'time', 'time, Established until every prefix held', ['bird', 'full', 'blockspeaker', 'ms'], 'ms', 'lower'),
+      fig('birdsender', 'cpuMs', 'CPU', 'CPU (utime + stime)', ['bird', 'full', 'blockspeaker', 'cpuMs'], 'ms', 'lower'),
+      fig('birdsender', 'peakRssMB', 'peak RSS', 'peak RSS', ['bird', 'full', 'blockspeaker', 'peakRssMB'], 'MB', 'lower'),
+      fig('birdsender', 'sinkTimeMs', 'sink time', 'sink (the sender\'s pace): time', ['bird', 'full', 'sink', 'ms'], 'ms', 'lower'),
+      fig('birdsender', 'birdTimeMs', 'BIRD time', 'BIRD receiver: time', ['bird', 'full', 'bird', 'ms'], 'ms', 'lower'),
+      fig('birdsender', 'birdCpuMs', 'BIRD CPU', 'BIRD receiver: CPU', ['bird', 'full', 'bird', 'cpuMs'], 'ms', 'lower'),
+      fig('birdsender', 'birdPeakRssMB', 'BIRD RSS', 'BIRD receiver: peak RSS', ['bird', 'full', 'bird', 'peakRssMB'], 'MB', 'lower'),
+    ],
+    versus: [
+      { label: "our time over the sink's", num: 'birdsender.timeMs', den: 'birdsender.sinkTimeMs', goal: { op: '<=', value: 1.05 } },
+      { label: 'our CPU over BIRD\'s', num: 'birdsender.cpuMs', den: 'birdsender.birdCpuMs', goal: { op: '<=', value: 1 } },
+      { label: 'our peak RSS over BIRD\'s', num: 'birdsender.peakRssMB', den: 'birdsender.birdPeakRssMB', goal: { op: '<=', value: 1 } },
     ],
   },
   peers: {
     name: 'peers',
-    title: '100 peers x 100 prefixes (bgperf shape, BIRD sender, blockspeaker receiver)',
+    title: '100 peers x 100 prefixes (bgperf shape, BIRD sender; blockspeaker, then BIRD as the receiver in the same run)',
     script: 'bench:bgp-ingest',
     file: 'bench/bgp-ingest.ts',
     needsBuild: true,
@@ -72,6 +113,11 @@ export const SHAPES: Record<ShapeName, Shape> = {
       fig('peers', 'convergeMs', 'converged', 'converged, birdc enable until all held', ['bgperf', 'blockspeaker', 'ms'], 'ms', 'lower'),
       fig('peers', 'cpuMs', 'CPU', 'CPU (utime + stime)', ['bgperf', 'blockspeaker', 'cpuMs'], 'ms', 'lower'),
       fig('peers', 'peakRssMB', 'peak RSS', 'peak RSS', ['bgperf', 'blockspeaker', 'peakRssMB'], 'MB', 'lower'),
+      fig('peers', 'birdConvergeMs', 'BIRD converged', 'BIRD receiver: converged', ['bgperf', 'bird', 'ms'], 'ms', 'lower'),
+      fig('peers', 'birdCpuMs', 'BIRD CPU', 'BIRD receiver: CPU', ['bgperf', 'bird', 'cpuMs'], 'ms', 'lower'),
+    ],
+    versus: [
+      { label: 'our CPU over BIRD\'s', num: 'peers.cpuMs', den: 'peers.birdCpuMs', goal: { op: '<=', value: 1.2 } },
     ],
   },
   lpm: {
@@ -106,11 +152,15 @@ export function shapeArgs(shape: ShapeName, o: CompareOptions): BenchArg[] {
   const opt = (flag: string, value?: string): BenchArg => ({ flag, value, required: false });
   switch (shape) {
     case 'ingest':
-      return [req('--no-bgperf'), req('--receivers', 'blockspeaker'), req('--sender', 'replay'), opt('--no-sink'), opt('--no-build'),
+      return [req('--no-bgperf'), req('--receivers', 'blockspeaker,bird'), req('--sender', 'replay'), opt('--no-sink'), opt('--no-build'),
+        ...(o.table !== undefined ? [req('--table', o.table)] : []), ...(o.limit !== undefined ? [req('--limit', o.limit)] : [])];
+    case 'birdsender':
+      // With the sink: the sender's own pace is the yardstick here.
+      return [req('--no-bgperf'), req('--receivers', 'blockspeaker,bird'), req('--sender', 'bird'), opt('--no-build'),
         ...(o.table !== undefined ? [req('--table', o.table)] : []), ...(o.limit !== undefined ? [req('--limit', o.limit)] : [])];
     case 'peers':
       // The table is read even with --no-full; it does not change the bgperf figures, so here it is optional.
-      return [req('--no-full'), req('--receivers', 'blockspeaker'), opt('--no-sink'), opt('--no-build'),
+      return [req('--no-full'), req('--receivers', 'blockspeaker,bird'), opt('--no-sink'), opt('--no-build'),
         ...(o.table !== undefined ? [opt('--table', o.table)] : []), ...(o.limit !== undefined ? [opt('--limit', o.limit)] : [])];
     case 'lpm':
       return [opt('--no-baseline'), opt('--no-rib'), ...(o.ribTable !== undefined ? [req('--table', o.ribTable)] : [])];
@@ -199,7 +249,16 @@ export function verdict(r: number | null, better: 'lower' | 'higher', tolerance 
   return (r < 1) === (better === 'lower') ? 'better' : 'worse';
 }
 
-/** Shapes named by --only ("ingest,peers,lpm,cni"; all when absent). Throws on an unknown name. */
+/** Each Versus of a shape from one side's medians, with whether its goal is met (null: a figure is missing). */
+export function versusOf(shape: Shape, medians: Record<string, number | null>): { label: string; value: number | null; goal?: string; met: boolean | null }[] {
+  return (shape.versus ?? []).map((v) => {
+    const value = ratio(medians[v.num] ?? null, medians[v.den] ?? null);
+    const met = value === null || !v.goal ? null : v.goal.op === '>=' ? value >= v.goal.value : value <= v.goal.value;
+    return { label: v.label, value, ...(v.goal ? { goal: `${v.goal.op} ${v.goal.value}` } : {}), met };
+  });
+}
+
+/** Shapes named by --only ("ingest,birdsender,peers,lpm,cni"; all when absent). Throws on an unknown name. */
 export function parseOnly(s: string | undefined): ShapeName[] {
   if (s === undefined || s.trim() === '') return [...SHAPE_NAMES];
   const want = s.split(',').map((x) => x.trim()).filter(Boolean);

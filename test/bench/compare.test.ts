@@ -4,7 +4,7 @@ import t from 'tap';
 import fc from 'fast-check';
 import {
   SHAPES, SHAPE_NAMES, argvFor, declaredOptions, median, parseFinalJson, parseOnly, pick, pickFigures, ratio, shapeArgs,
-  summarize, verdict,
+  summarize, verdict, versusOf,
 } from '../../bench/lib/compare.ts';
 
 const finite = fc.double({ min: -1e9, max: 1e9, noNaN: true, noDefaultInfinity: true });
@@ -76,10 +76,18 @@ t.test('pick and pickFigures', async (t) => {
   t.equal(pick({}, ['constructor']), null, 'own properties only');
 
   // The final lines of the four benches, trimmed to what is picked (shapes as of issue 28).
-  const ingest = { bench: 'bgp-ingest', replay: { full: { blockspeaker: { ms: 1620, cpuMs: 1950, peakRssMB: 201.3, prefixes: 1 } }, ratios: {} } };
-  t.same(pickFigures(SHAPES.ingest, ingest), { 'ingest.timeMs': 1620, 'ingest.cpuMs': 1950, 'ingest.peakRssMB': 201.3 });
+  const ingest = { bench: 'bgp-ingest', replay: { full: { blockspeaker: { ms: 1620, cpuMs: 1950, peakRssMB: 201.3, prefixes: 1 }, bird: { ms: 1080, cpuMs: 1060, peakRssMB: 204 } }, ratios: {} } };
+  t.same(pickFigures(SHAPES.ingest, ingest), {
+    'ingest.timeMs': 1620, 'ingest.cpuMs': 1950, 'ingest.peakRssMB': 201.3, 'ingest.birdTimeMs': 1080, 'ingest.birdCpuMs': 1060, 'ingest.birdPeakRssMB': 204,
+  });
+  const birdSender = { bench: 'bgp-ingest', bird: { full: { sink: { ms: 4170 }, blockspeaker: { ms: 4070, cpuMs: 4270, peakRssMB: 193 }, bird: { ms: 3730, cpuMs: 2670, peakRssMB: 204 } } } };
+  t.same(pickFigures(SHAPES.birdsender, birdSender), {
+    'birdsender.timeMs': 4070, 'birdsender.cpuMs': 4270, 'birdsender.peakRssMB': 193, 'birdsender.sinkTimeMs': 4170,
+    'birdsender.birdTimeMs': 3730, 'birdsender.birdCpuMs': 2670, 'birdsender.birdPeakRssMB': 204,
+  });
   const peers = { bench: 'bgp-ingest', bgperf: { blockspeaker: { ms: 2100, fromFirstEstablishedMs: 900, cpuMs: 490, peakRssMB: 70 } } };
-  t.same(pickFigures(SHAPES.peers, peers), { 'peers.convergeMs': 2100, 'peers.cpuMs': 490, 'peers.peakRssMB': 70 });
+  t.same(pickFigures(SHAPES.peers, peers), { 'peers.convergeMs': 2100, 'peers.cpuMs': 490, 'peers.peakRssMB': 70, 'peers.birdConvergeMs': null, 'peers.birdCpuMs': null },
+    'BIRD not in the run: its figures are null');
   const rib = { bench: 'rib', lpmMperSec: { v4: { wall: 31.2, cpu: 33 }, v6: { wall: 12.5, cpu: 13 } }, baseline: { lpmMperSec: { v4: { wall: 0.4 } } } };
   t.same(pickFigures(SHAPES.lpm, rib), { 'lpm.v4MperS': 31.2, 'lpm.v6MperS': 12.5 });
   const cni = { bench: 'cni', results: { dist: { add: { p50_ms: 292 }, del: { p50_ms: 240 } }, 'host-local': { add: { p50_ms: 18 } } } };
@@ -104,7 +112,7 @@ t.test('argvFor: optional flags are dropped, required ones make the shape missin
   const args = shapeArgs('ingest', { table: '/t.gz', limit: '50000' });
   const all = new Set(['no-bgperf', 'receivers', 'sender', 'no-sink', 'no-build', 'table', 'limit']);
   t.same(argvFor(args, all), {
-    argv: ['--no-bgperf', '--receivers', 'blockspeaker', '--sender', 'replay', '--no-sink', '--no-build', '--table', '/t.gz', '--limit', '50000'],
+    argv: ['--no-bgperf', '--receivers', 'blockspeaker,bird', '--sender', 'replay', '--no-sink', '--no-build', '--table', '/t.gz', '--limit', '50000'],
     missing: [], dropped: [],
   });
   const old = new Set(['no-bgperf', 'receivers', 'sender', 'no-sink', 'table', 'limit']);
@@ -123,7 +131,7 @@ t.test('argvFor: optional flags are dropped, required ones make the shape missin
 });
 
 t.test('parseOnly', async (t) => {
-  t.same(parseOnly(undefined), ['ingest', 'peers', 'lpm', 'cni']);
+  t.same(parseOnly(undefined), ['ingest', 'birdsender', 'peers', 'lpm', 'cni']);
   t.same(parseOnly('cni, lpm'), ['lpm', 'cni'], 'in the run order');
   t.throws(() => parseOnly('lpm,bogus'), /unknown shape bogus/);
 });
@@ -142,4 +150,18 @@ t.test('summarize: medians over the runs that gave a figure', async (t) => {
   const none = summarize(SHAPES.cni, [], [{ 'cni.distAddMs': 100 }]);
   t.equal(none[0].base.median, null, 'a shape not in base has no base median');
   t.equal(none[0].ratio, null);
+});
+
+t.test('versusOf: BIRD against ours from one side\'s medians, with the goal', async (t) => {
+  const v = versusOf(SHAPES.ingest, { 'ingest.timeMs': 720, 'ingest.birdTimeMs': 1080, 'ingest.cpuMs': 1100, 'ingest.birdCpuMs': 1000, 'ingest.peakRssMB': 200, 'ingest.birdPeakRssMB': null });
+  t.same(v.map((x) => x.label), ["BIRD's time over ours", "our CPU over BIRD's", "our peak RSS over BIRD's"]);
+  t.equal(v[0].value, 1.5);
+  t.equal(v[0].met, true, '1.5 meets >= 1.5');
+  t.equal(v[1].met, false, '1.1 misses <= 1');
+  t.same([v[2].value, v[2].met], [null, null], 'a missing figure: no value, no verdict');
+  t.same(versusOf(SHAPES.lpm, {}), [], 'shapes without BIRD have none');
+  fc.assert(fc.property(fc.double({ min: 1, max: 1e6, noNaN: true }), fc.double({ min: 1, max: 1e6, noNaN: true }), (ours, sink) => {
+    const [x] = versusOf(SHAPES.birdsender, { 'birdsender.timeMs': ours, 'birdsender.sinkTimeMs': sink });
+    return x.value === ours / sink && x.met === (ours / sink <= 1.05);
+  }));
 });
