@@ -980,7 +980,7 @@ t.test('Trie.insertWords ifAbsent: explicit cases, default route included', asyn
 
 t.test('Trie.insertWords ifAbsent across the root widening threshold', async (t) => {
   const trie = new Trie(4);
-  const N = (1 << 17) + 5000; // past the size at which the root table widens
+  const N = (1 << 17) + 5000; // well past the size at which the root table widens (2^15)
   let bad = 0;
   for (let i = 0; i < N; i++) if (trie.insertWords((0x0a000000 + i * 256) >>> 0, 0, 0, 0, 24, i, true) !== NONE) bad++;
   t.equal(bad, 0, 'every new prefix reported absent');

@@ -294,7 +294,7 @@ t.test('PrefixMap holds both families and reuses value slots', async (t) => {
 t.test('a big IPv4 trie widens its root table and keeps every answer', async (t) => {
   const { generateTable } = await import('../../src/rib/tablegen.ts');
   const { v4 } = generateTable({ seed: 3, v4: 140_000, v6: 0 });
-  const wide = new Trie(4); // widens to a 20-bit root at 2^17 prefixes
+  const wide = new Trie(4); // widens to a 20-bit root at 2^15 prefixes
   const narrow = new Trie(4, { maxRootBits: 16 });
   for (let i = 0; i < v4.count; i++) {
     wide.insertWords(v4.words[i], 0, 0, 0, v4.lens[i], i);
