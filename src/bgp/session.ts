@@ -108,6 +108,9 @@ const NO_PROBLEMS: readonly AttrProblem[] = Object.freeze([]);
  * for nothing; one cache of AS paths by wire bytes also serves every 4-octet session (the bytes decode alike).
  */
 const sharedScratch = new DecodeScratch();
+// Socket chunks are never written after they arrive (each read gets a fresh buffer; a message split across reads
+// is copied once into its own): the scratch may keep references into them.
+sharedScratch.borrowInput = true;
 
 /** A running FSM timer: its deadline (performance.now() ms) and the timeout that checks it. */
 interface ArmedTimer {

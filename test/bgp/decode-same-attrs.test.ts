@@ -27,8 +27,9 @@ const OPTS: DecodeOptions[] = [
   { fourOctetAs: true }, { fourOctetAs: true, external: true }, { fourOctetAs: false }, { fourOctetAs: false, external: true },
 ];
 
-t.test('property: a stream of UPDATEs decodes through one long-lived scratch exactly as each on its own', async (t) => {
+for (const borrow of [false, true]) t.test(`property: a stream of UPDATEs decodes through one long-lived scratch exactly as each on its own${borrow ? ' (borrowInput: the last bytes by reference, as sessions do)' : ''}`, async (t) => {
   const scratch = new DecodeScratch(); // across all runs, as the daemon's shared one
+  scratch.borrowInput = borrow;
   let reused = 0;
   let messages = 0;
   fc.assert(
