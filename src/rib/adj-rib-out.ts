@@ -12,7 +12,9 @@ import type { Path } from './bestpath.ts';
 import type { ExportPolicy, ExportUpdate, RibChange } from './rib.ts';
 
 const NONE = -1;
-const SEG_SHIFT = 12; // 4,096 records (16 KB) per segment, made on first write
+// 1,024 records (4 KB) per segment, made on first write: a route reflector's client session holding a few thousand
+// routes pays 8 KB, not the 16 KB of 4,096-record segments; a full table still takes only ~1,000 segments.
+const SEG_SHIFT = 10;
 const SEG = 1 << SEG_SHIFT;
 const SEG_MASK = SEG - 1;
 
