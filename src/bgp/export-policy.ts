@@ -121,19 +121,15 @@ export class PeerExports {
         const cid = ctx.clusterId();
         if (cid === undefined || !reflects(ctx.isRrClient(best.peer), p.cfg.rrClient)) return null;
         if (!this.hasNextHopFor(p, family, from, attrs)) return null;
-        return ctx.tag(prefix, reflectedAttrs(rewriteForPeer(p, family, from, attrs), best.peer.routerId, cid));
+        // Both steps cached (the rewrite per kind of peer, the reflection per rewritten record): every client of
+        // a reflector gets the same record for a route, not one built per route and client.
+        return ctx.tag(prefix, reflectedAttrs(this.rewritten(caches, p, family, from, attrs), best.peer.routerId, cid));
       }
       let out: PathAttrs;
       if (attrs === lastIn && from === lastFrom && family === lastFamily) out = lastOut!;
       else {
         if (!this.hasNextHopFor(p, family, from, attrs)) return null; // (per session: not cached)
-        const cache = caches[family === 4 ? 0 : 1][from];
-        const hit = cache.get(attrs);
-        if (hit !== undefined) out = hit;
-        else {
-          out = rewriteForPeer(p, family, from, attrs);
-          cache.set(attrs, out);
-        }
+        out = this.rewritten(caches, p, family, from, attrs);
         lastIn = attrs;
         lastFrom = from;
         lastFamily = family;
@@ -141,6 +137,14 @@ export class PeerExports {
       }
       return ctx.tag(prefix, out);
     };
+  }
+
+  /** rewriteForPeer through the cache of peers like `p`. */
+  private rewritten(caches: [RewriteCache, RewriteCache], p: ExportPeer, family: 4 | 6, from: Origin, attrs: PathAttrs): PathAttrs {
+    const cache = caches[family === 4 ? 0 : 1][from];
+    let out = cache.get(attrs);
+    if (out === undefined) cache.set(attrs, (out = rewriteForPeer(p, family, from, attrs)));
+    return out;
   }
 
   /** The rewrite cache of peers like `p` (everything rewriteForPeer reads of a peer). */

@@ -382,7 +382,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   /** Export policies per session, rewrites shared by peers of one kind (src/bgp/export-policy.ts). */
   private readonly exports = new PeerExports({
     clusterId: () => this.clusterIdNum(),
-    isRrClient: (src) => (src.address ? this.peerMap.get(formatIP(src.address))?.cfg.rrClient === true : false),
+    isRrClient: (src) => (src.address ? this.peerMap.get(this.addressKey(src.address))?.cfg.rrClient === true : false),
     tag: (prefix, a) => this.tagger.tag(prefix, a),
     warn: (m) => this.log.warn(m),
   });
@@ -901,7 +901,10 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     return new Promise((resolve, reject) => {
       const server = net.createServer((sock) => this.onConnection(sock));
       server.once('error', reject);
-      server.listen({ host: l.address, port: l.port }, () => {
+      // A route reflector's clients (or a mesh) reconnect all at once after a restart: Node's default backlog of
+      // 511 overflowed with 1,000 clients while the event loop was busy reflecting (bench:bgp-reflector), and each
+      // dropped SYN costs that client a retry. The kernel caps it at net.core.somaxconn (4096 by default).
+      server.listen({ host: l.address, port: l.port, backlog: LISTEN_BACKLOG }, () => {
         server.off('error', reject);
         server.on('error', (e) => this.log.error(`listener: ${e.message}`));
         this.server = server;
@@ -1262,8 +1265,26 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     return loop ? null : attrs;
   }
 
+  // Asked per route and peer on export (and per UPDATE on import): parsed once per configured text, not per call.
+  private clusterIdText: string | undefined = undefined;
+  private clusterIdValue: number | undefined = undefined;
+
   private clusterIdNum(): number | undefined {
-    return this.cfg.clusterId ? ipv4ToU32(this.cfg.clusterId) : undefined;
+    const text = this.cfg.clusterId;
+    if (text !== this.clusterIdText) {
+      this.clusterIdText = text;
+      this.clusterIdValue = text ? ipv4ToU32(text) : undefined;
+    }
+    return this.clusterIdValue;
+  }
+
+  // peerMap's key of a source address, formatted once per address object (sources keep theirs for their life).
+  private readonly addressKeys = new WeakMap<IP, string>();
+
+  private addressKey(ip: IP): string {
+    let k = this.addressKeys.get(ip);
+    if (k === undefined) this.addressKeys.set(ip, (k = formatIP(ip)));
+    return k;
   }
 
   private importPolicy(p: PeerState): ImportPolicy {
@@ -1337,6 +1358,9 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
 }
 
 // ---- helpers ------------------------------------------------------------------------------------------------------
+
+/** The BGP listener's accept queue (see listen). */
+const LISTEN_BACKLOG = 4096;
 
 /** Our own reflected route (RFC 4456 8); own AS in the path is asLoop (src/bgp/loops.ts, with allowas-in). */
 function isLoop(attrs: PathAttrs, routerId: number): boolean {
