@@ -22,6 +22,13 @@ t.test('pure rules', async (t) => {
   t.equal(clusterLoop(r, u32('244.0.0.1')), true);
   t.equal(clusterLoop(r, u32('244.0.0.9')), false);
   t.equal(clusterLoop(r, undefined), false);
+  // Memoised per record: every client gets the same object; another source or cluster ID is built afresh.
+  t.equal(reflectedAttrs(a, u32('10.0.0.2'), u32('244.0.0.1')), r, 'the same record for the same input');
+  const other = reflectedAttrs(a, u32('10.0.0.3'), u32('244.0.0.1'));
+  t.equal(other.originatorId, u32('10.0.0.3'), 'another source: its own ORIGINATOR_ID');
+  const cid = reflectedAttrs(a, u32('10.0.0.3'), u32('244.0.0.7'));
+  t.same(cid.clusterList, [u32('244.0.0.7'), u32('1.1.1.1')], 'another cluster ID: its own CLUSTER_LIST');
+  t.same(reflectedAttrs(a, u32('10.0.0.2'), u32('244.0.0.1')).clusterList, r.clusterList, 'and back: still right');
 });
 
 const lo = loopbackSpeakers(t);
