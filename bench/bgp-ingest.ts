@@ -59,8 +59,8 @@
 // Human-readable lines first, then one JSON line with every number. Namespaces, daemons and temp dirs are removed at
 // the end, on error and on SIGINT/SIGTERM (the harness's hooks); --keep keeps the temp dirs (configs, logs, stream).
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
@@ -71,11 +71,12 @@ import type { PrefixList } from '../src/rib/prefixlist.ts';
 import { REAL_TABLE_COUNTS, generateTable, mulberry32 } from '../src/rib/tablegen.ts';
 import { readPrefixFile } from '../src/rib/tableio.ts';
 import {
-  cleanupAll, cleanupLeftovers, createLink, missingPrereqs, runInNetns, startPeer, type Link, type Peer,
+  cleanupLeftovers, createLink, runInNetns, startPeer, type Link, type Peer,
 } from '../test/interop/harness.ts';
 import { summarizeProfile, type ProfileSummary } from './lib/cpuprofile.ts';
 import { summarize } from './lib/heapsummary.ts';
 import { launcher } from '../test/lib/launcher.ts';
+import { finish, fmtS, heapSnapshotOf, log, monoOffset, now, r0, r1, r2, requirePrereqs, sleep, tempDirs } from './lib/daemon-bench.ts';
 import { childrenCpuMs, comm, cpuMs, peakRssMB, rssMB } from './lib/proc.ts';
 
 const execFileP = promisify(execFile);
@@ -131,38 +132,9 @@ if (values.shape !== 'realistic' && values.shape !== 'packed') throw new Error('
 const pollMs = Number(values['poll-ms']);
 const timeoutMs = Number(values.timeout) * 1000;
 
-const log = (s: string) => console.log(s);
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const now = () => performance.timeOrigin + performance.now();
-// Wall clock minus CLOCK_MONOTONIC (ms): maps our times onto a V8 profile's timestamps.
-const monoOffset = now() - Number(process.hrtime.bigint()) / 1e6;
-const r0 = (n: number) => Math.round(n);
-const r1 = (n: number) => Math.round(n * 10) / 10;
-const r2 = (n: number) => Math.round(n * 100) / 100;
-const fmtS = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
-
-{
-  const missing = missingPrereqs(['bird', 'gobgp']);
-  for (const tool of ['/usr/bin/curl', '/usr/bin/nsenter']) if (!existsSync(tool)) missing.push(`${tool} not found`);
-  if (missing.length) {
-    console.error(`bench:bgp-ingest cannot run: ${missing.join('; ')}`);
-    process.exit(2);
-  }
-}
-
-// ---- temp dirs (named like the harness's, so its leftover sweep also removes ours after a crash) --------------
-
-const dirs: string[] = [];
-function tempDir(name: string): string {
-  const d = mkdtempSync(join(tmpdir(), `bs-interop-${process.pid}-${name}-`));
-  dirs.push(d);
-  return d;
-}
-function removeDirs(): void {
-  if (values.keep) return;
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-}
-process.on('exit', removeDirs);
+requirePrereqs('bench:bgp-ingest', ['bird', 'gobgp'], ['/usr/bin/curl', '/usr/bin/nsenter']);
+const temps = tempDirs(values.keep === true);
+const tempDir = temps.make;
 
 async function nsExec(ns: string, cmd: string, args: string[], timeout = 10_000): Promise<string> {
   // nsenter only switches the network namespace: cheaper per poll than `ip netns exec` (which remounts /sys).
@@ -504,17 +476,7 @@ async function startBlockspeaker(link: Link, peers: PeerSpec[], name: string): P
     heapSnapshot: !values['heap-snapshot'] ? undefined : async () => {
       // /proc first (the snapshot itself allocates), then SIGUSR2 and wait for node to finish writing the file.
       const smaps = readFileSync(`/proc/${child.pid}/smaps_rollup`, 'utf8');
-      child.kill('SIGUSR2');
-      let last = -1;
-      for (let i = 0; i < 1200; i++) {
-        await sleep(500);
-        // The newest (node numbers them: Heap.DATE.TIME.PID.0.SEQ.heapsnapshot).
-        const f = readdirSync(dir).filter((x) => x.endsWith('.heapsnapshot')).sort().at(-1);
-        const size = f ? statSync(join(dir, f)).size : -1;
-        if (size > 0 && size === last) return { file: join(dir, f!), smaps };
-        last = size;
-      }
-      return { file: null, smaps };
+      return { file: await heapSnapshotOf(child, dir), smaps };
     },
     memSample() {
       if (!values['mem-sample'] || !existsSync(memFile)) return null;
@@ -1077,7 +1039,7 @@ const json: Record<string, unknown> = {
   },
 };
 const started = now();
-let failed = false;
+let error: unknown = null;
 try {
   cleanupLeftovers();
   if (receivers.includes('blockspeaker') && !values['from-source'] && !values['no-build']) {
@@ -1157,16 +1119,6 @@ try {
     sender.child.kill('SIGKILL');
   }
 } catch (e) {
-  failed = true;
-  console.error(`bench:bgp-ingest failed: ${(e as Error).stack ?? e}`);
-  json.error = (e as Error).message;
-} finally {
-  await cleanupAll();
-  if (values.keep) log(`kept: ${dirs.join(' ')}`);
-  removeDirs();
+  error = e;
 }
-json.totalS = r1((now() - started) / 1000);
-json.loadEnd = loadavg().map(r1);
-log(`total ${fmtS(now() - started)}`);
-console.log(JSON.stringify(json));
-process.exit(failed ? 1 : 0);
+await finish('bench:bgp-ingest', json, started, error, temps, values.keep === true);

@@ -63,15 +63,16 @@
 // every number. Namespaces, daemons and temp dirs (bs-interop-<pid>-*) are removed at the end, on error and on
 // SIGINT/SIGTERM (the harness's hooks); --keep keeps the temp dirs.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { ourNodeLayout, type ClusterNode } from '../src/cluster/node.ts';
 import { openFileStore } from '../src/store/file.ts';
-import { cleanupAll, cleanupLeftovers, createLink, missingPrereqs, runInNetns, type Link } from '../test/interop/harness.ts';
+import { cleanupLeftovers, createLink, runInNetns, type Link } from '../test/interop/harness.ts';
 import { launcher } from '../test/lib/launcher.ts';
+import { finish, fmtS, heapSnapshotOf, log, monoOffset, now, r0, r1, r2, requirePrereqs, sleep, tempDirs } from './lib/daemon-bench.ts';
 import { ensureNofile, parseProtocols, startBird, type BirdProcess, type BirdProto } from './lib/bird-proc.ts';
 import { addAddresses, addNeighbours, macOf } from './lib/netns-addrs.ts';
 import { summarizeProfile, type ProfileSummary } from './lib/cpuprofile.ts';
@@ -105,38 +106,9 @@ for (const k of kinds) if (k !== 'blockspeaker' && k !== 'bird') throw new Error
 const timeoutMs = Number(values.timeout) * 1000;
 const EXPECTED = N * 2 * (N - 1);
 
-const log = (s: string) => console.log(s);
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const now = () => performance.timeOrigin + performance.now();
-// Wall clock minus CLOCK_MONOTONIC (ms): maps our times onto a V8 profile's timestamps.
-const monoOffset = now() - Number(process.hrtime.bigint()) / 1e6;
-const r0 = (n: number) => Math.round(n);
-const r1 = (n: number) => Math.round(n * 10) / 10;
-const r2 = (n: number) => Math.round(n * 100) / 100;
-const fmtS = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
-
-{
-  const missing = missingPrereqs(['bird']);
-  for (const tool of ['/usr/bin/curl', '/usr/bin/nsenter', '/usr/bin/prlimit']) if (!existsSync(tool)) missing.push(`${tool} not found`);
-  if (missing.length) {
-    console.error(`bench:bgp-reflector cannot run: ${missing.join('; ')}`);
-    process.exit(2);
-  }
-}
-
-// ---- temp dirs (named like the harness's, so its leftover sweep also removes ours after a crash) --------------
-
-const dirs: string[] = [];
-function tempDir(name: string): string {
-  const d = mkdtempSync(join(tmpdir(), `bs-interop-${process.pid}-${name}-`));
-  dirs.push(d);
-  return d;
-}
-function removeDirs(): void {
-  if (values.keep) return;
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-}
-process.on('exit', removeDirs);
+requirePrereqs('bench:bgp-reflector', ['bird'], ['/usr/bin/curl', '/usr/bin/nsenter', '/usr/bin/prlimit']);
+const temps = tempDirs(values.keep === true);
+const tempDir = temps.make;
 
 // ---- addresses and blocks --------------------------------------------------------------------------------------
 
@@ -310,18 +282,7 @@ async function startBlockspeaker(link: Link, withPeers: boolean, name: string): 
         warnings: Object.fromEntries([...bad].sort((a, b) => b[1] - a[1]).slice(0, 8)),
       };
     },
-    heapSnapshot: !values['heap-snapshot'] ? undefined : async () => {
-      child.kill('SIGUSR2');
-      let last = -1;
-      for (let i = 0; i < 1200; i++) {
-        await sleep(500);
-        const f = readdirSync(dir).filter((x) => x.endsWith('.heapsnapshot')).sort().at(-1);
-        const size = f ? statSync(join(dir, f)).size : -1;
-        if (size > 0 && size === last) return join(dir, f!);
-        last = size;
-      }
-      return null;
-    },
+    heapSnapshot: !values['heap-snapshot'] ? undefined : () => heapSnapshotOf(child, dir),
     profile: () => {
       const f = readdirSync(dir).find((x) => x.endsWith('.cpuprofile'));
       return f ? join(dir, f) : null;
@@ -538,7 +499,7 @@ const json: Record<string, unknown> = {
   blockspeakerLaunch: { nodeFlags: launcher(repoRoot).flags, env: launcher(repoRoot).env, logLevel: 'info' },
 };
 const started = now();
-let failed = false;
+let error: unknown = null;
 try {
   cleanupLeftovers();
   log(`route reflector: ${N} iBGP clients x 2 /26 each, one reflector (${kinds.join(', ')}); every client must hold the other clients' ${2 * (N - 1)} routes`);
@@ -587,16 +548,6 @@ try {
     json.goals = { rssPerSessionAtMost30KB: bs.perSessionKB <= 30, settledRssPerSessionAtMost30KB: bs.perSessionSettledKB <= 30 };
   }
 } catch (e) {
-  failed = true;
-  console.error(`bench:bgp-reflector failed: ${(e as Error).stack ?? e}`);
-  json.error = (e as Error).message;
-} finally {
-  await cleanupAll();
-  if (values.keep) log(`kept: ${dirs.join(' ')}`);
-  removeDirs();
+  error = e;
 }
-json.totalS = r1((now() - started) / 1000);
-json.loadEnd = loadavg().map(r1);
-log(`total ${fmtS(now() - started)}`);
-console.log(JSON.stringify(json));
-process.exit(failed ? 1 : 0);
+await finish('bench:bgp-reflector', json, started, error, temps, values.keep === true);

@@ -61,6 +61,33 @@ export interface CompareOptions {
 const fig = (shape: ShapeName, name: string, short: string, label: string, path: string[], unit: string, better: 'lower' | 'higher'): Figure =>
   ({ key: `${shape}.${name}`, label, short, path, unit, better });
 
+/**
+ * The figures of a full-table shape (bench:bgp-ingest's `sender` section: ours, BIRD's as a receiver in the same run,
+ * and with BIRD as the sender the sink's, whose time is the sender's pace) and issue 28's goals against BIRD.
+ */
+function fullTable(shape: ShapeName, sender: 'replay' | 'bird'): Pick<Shape, 'figures' | 'versus'> {
+  const at = (who: string, what: string) => [sender, 'full', who, what];
+  const k = (name: string) => `${shape}.${name}`;
+  return {
+    figures: [
+      fig(shape, 'timeMs', 'time', 'time, Established until every prefix held', at('blockspeaker', 'ms'), 'ms', 'lower'),
+      fig(shape, 'cpuMs', 'CPU', 'CPU (utime + stime)', at('blockspeaker', 'cpuMs'), 'ms', 'lower'),
+      fig(shape, 'peakRssMB', 'peak RSS', 'peak RSS', at('blockspeaker', 'peakRssMB'), 'MB', 'lower'),
+      ...(sender === 'bird' ? [fig(shape, 'sinkTimeMs', 'sink time', 'sink (the sender\'s pace): time', at('sink', 'ms'), 'ms', 'lower')] : []),
+      fig(shape, 'birdTimeMs', 'BIRD time', 'BIRD receiver: time', at('bird', 'ms'), 'ms', 'lower'),
+      fig(shape, 'birdCpuMs', 'BIRD CPU', 'BIRD receiver: CPU', at('bird', 'cpuMs'), 'ms', 'lower'),
+      fig(shape, 'birdPeakRssMB', 'BIRD RSS', 'BIRD receiver: peak RSS', at('bird', 'peakRssMB'), 'MB', 'lower'),
+    ],
+    versus: [
+      sender === 'replay'
+        ? { label: "BIRD's time over ours", num: k('birdTimeMs'), den: k('timeMs'), goal: { op: '>=', value: 1.5 } }
+        : { label: "our time over the sink's", num: k('timeMs'), den: k('sinkTimeMs'), goal: { op: '<=', value: 1.05 } },
+      { label: 'our CPU over BIRD\'s', num: k('cpuMs'), den: k('birdCpuMs'), goal: { op: '<=', value: 1 } },
+      { label: 'our peak RSS over BIRD\'s', num: k('peakRssMB'), den: k('birdPeakRssMB'), goal: { op: '<=', value: 1 } },
+    ],
+  };
+}
+
 export const SHAPES: Record<ShapeName, Shape> = {
   ingest: {
     name: 'ingest',
@@ -68,19 +95,7 @@ export const SHAPES: Record<ShapeName, Shape> = {
     script: 'bench:bgp-ingest',
     file: 'bench/bgp-ingest.ts',
     needsBuild: true,
-    figures: [
-      fig('ingest', 'timeMs', 'time', 'time, Established until every prefix held', ['replay', 'full', 'blockspeaker', 'ms'], 'ms', 'lower'),
-      fig('ingest', 'cpuMs', 'CPU', 'CPU (utime + stime)', ['replay', 'full', 'blockspeaker', 'cpuMs'], 'ms', 'lower'),
-      fig('ingest', 'peakRssMB', 'peak RSS', 'peak RSS', ['replay', 'full', 'blockspeaker', 'peakRssMB'], 'MB', 'lower'),
-      fig('ingest', 'birdTimeMs', 'BIRD time', 'BIRD receiver: time', ['replay', 'full', 'bird', 'ms'], 'ms', 'lower'),
-      fig('ingest', 'birdCpuMs', 'BIRD CPU', 'BIRD receiver: CPU', ['replay', 'full', 'bird', 'cpuMs'], 'ms', 'lower'),
-      fig('ingest', 'birdPeakRssMB', 'BIRD RSS', 'BIRD receiver: peak RSS', ['replay', 'full', 'bird', 'peakRssMB'], 'MB', 'lower'),
-    ],
-    versus: [
-      { label: "BIRD's time over ours", num: 'ingest.birdTimeMs', den: 'ingest.timeMs', goal: { op: '>=', value: 1.5 } },
-      { label: 'our CPU over BIRD\'s', num: 'ingest.cpuMs', den: 'ingest.birdCpuMs', goal: { op: '<=', value: 1 } },
-      { label: 'our peak RSS over BIRD\'s', num: 'ingest.peakRssMB', den: 'ingest.birdPeakRssMB', goal: { op: '<=', value: 1 } },
-    ],
+    ...fullTable('ingest', 'replay'),
   },
   birdsender: {
     name: 'birdsender',
@@ -88,20 +103,7 @@ export const SHAPES: Record<ShapeName, Shape> = {
     script: 'bench:bgp-ingest',
     file: 'bench/bgp-ingest.ts',
     needsBuild: true,
-    figures: [
-      fig('birdsender', 'timeMs', 'time', 'time, Established until every prefix held', ['bird', 'full', 'blockspeaker', 'ms'], 'ms', 'lower'),
-      fig('birdsender', 'cpuMs', 'CPU', 'CPU (utime + stime)', ['bird', 'full', 'blockspeaker', 'cpuMs'], 'ms', 'lower'),
-      fig('birdsender', 'peakRssMB', 'peak RSS', 'peak RSS', ['bird', 'full', 'blockspeaker', 'peakRssMB'], 'MB', 'lower'),
-      fig('birdsender', 'sinkTimeMs', 'sink time', 'sink (the sender\'s pace): time', ['bird', 'full', 'sink', 'ms'], 'ms', 'lower'),
-      fig('birdsender', 'birdTimeMs', 'BIRD time', 'BIRD receiver: time', ['bird', 'full', 'bird', 'ms'], 'ms', 'lower'),
-      fig('birdsender', 'birdCpuMs', 'BIRD CPU', 'BIRD receiver: CPU', ['bird', 'full', 'bird', 'cpuMs'], 'ms', 'lower'),
-      fig('birdsender', 'birdPeakRssMB', 'BIRD RSS', 'BIRD receiver: peak RSS', ['bird', 'full', 'bird', 'peakRssMB'], 'MB', 'lower'),
-    ],
-    versus: [
-      { label: "our time over the sink's", num: 'birdsender.timeMs', den: 'birdsender.sinkTimeMs', goal: { op: '<=', value: 1.05 } },
-      { label: 'our CPU over BIRD\'s', num: 'birdsender.cpuMs', den: 'birdsender.birdCpuMs', goal: { op: '<=', value: 1 } },
-      { label: 'our peak RSS over BIRD\'s', num: 'birdsender.peakRssMB', den: 'birdsender.birdPeakRssMB', goal: { op: '<=', value: 1 } },
-    ],
+    ...fullTable('birdsender', 'bird'),
   },
   peers: {
     name: 'peers',
