@@ -34,7 +34,11 @@ console.log(JSON.stringify(out));
 export async function readAcls(work: string, ...paths: string[]): Promise<Record<string, string>> {
   const script = path.join(work, 'acl-reader.cjs');
   if (!fs.existsSync(script)) fs.writeFileSync(script, READER);
-  const r = await runWine(windowsNode(), [zPath(script), zPath(path.join(windowsDist, 'koffi.node')), ...paths], { timeoutMs: 300_000 });
+  const run = () => runWine(windowsNode(), [zPath(script), zPath(path.join(windowsDist, 'koffi.node')), ...paths], { timeoutMs: 300_000 });
+  let r = await run();
+  // Wine itself now and then fails to start a process on a loaded machine: exit 1 and not a byte from node.exe
+  // (seen once in a CI run). That is the reader not running at all, not an answer about the ACLs: once more.
+  for (let i = 0; i < 2 && r.code !== 0 && r.stdout === '' && r.stderr === ''; i++) r = await run();
   try {
     return JSON.parse(r.stdout) as Record<string, string>;
   } catch {
