@@ -11,13 +11,7 @@ export function asnOccurrences(a: PathAttrs, asn: number): number {
   return n;
 }
 
-/** One of `ours` appears more than `allowed` times. */
-export function asLoop(a: PathAttrs, ours: readonly number[], allowed: number): boolean {
-  for (const asn of ours) if (ownAsLoop(a, asn, allowed)) return true;
-  return false;
-}
-
-/** `asn` appears more than `allowed` times (asLoop for one AS: no list per UPDATE on the ingest path). */
+/** `asn` (one of ours) appears more than `allowed` times. Asked per AS of ours: no list per UPDATE on the ingest path. */
 export function ownAsLoop(a: PathAttrs, asn: number, allowed: number): boolean {
   return allowed === 0 ? pathHasAsn(a, asn) : asnOccurrences(a, asn) > allowed;
 }

@@ -1362,7 +1362,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
 /** The BGP listener's accept queue (see listen). */
 const LISTEN_BACKLOG = 4096;
 
-/** Our own reflected route (RFC 4456 8); own AS in the path is asLoop (src/bgp/loops.ts, with allowas-in). */
+/** Our own reflected route (RFC 4456 8); own AS in the path is ownAsLoop (src/bgp/loops.ts, with allowas-in). */
 function isLoop(attrs: PathAttrs, routerId: number): boolean {
   return attrs.originatorId === routerId;
 }
