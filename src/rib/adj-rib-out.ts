@@ -2,7 +2,9 @@
 // changes, or the whole table, run through a peer's export policy, and only the difference goes out.
 //
 // An Adj-RIB-Out is a per-family array indexed by the RIB's own record id (the Loc-RIB record of the prefix), holding
-// the interned attribute id sent, NONE when nothing was. A route export is then an array read and write, where a
+// the interned attribute id sent plus one, 0 when nothing was (so a fresh segment needs no fill). A segment is a
+// Uint16Array while every id in it fits (a route reflector's client holds a few thousand routes with a few thousand
+// attribute sets: 2 octets a route), and becomes an Int32Array the first time one does not (a full table). A route export is then an array read and write, where a
 // per-peer trie cost ~160 KB per peer and a trie walk per route. The id stays the prefix's while any Adj-RIB-Out holds
 // it: every entry pins its record (a count per record in the RIB), and a record is recycled only once it has no paths,
 // is out of the change batch and no Adj-RIB-Out pins it.
@@ -12,9 +14,12 @@ import type { Path } from './bestpath.ts';
 import type { ExportPolicy, ExportUpdate, RibChange } from './rib.ts';
 
 const NONE = -1;
-// 1,024 records (4 KB) per segment, made on first write: a route reflector's client session holding a few thousand
-// routes pays 8 KB, not the 16 KB of 4,096-record segments; a full table still takes only ~1,000 segments.
+// 1,024 records per segment (2 KB narrow, 4 KB wide), made on first write: a route reflector's client session
+// holding 2,000 routes pays 4 KB; a full table still takes only ~1,000 segments.
 const SEG_SHIFT = 10;
+// Largest id + 1 a narrow segment holds.
+const NARROW_MAX = 0xffff;
+type Segment = Uint16Array | Int32Array;
 const SEG = 1 << SEG_SHIFT;
 const SEG_MASK = SEG - 1;
 
@@ -62,7 +67,7 @@ const WITHDRAW = 2;
 
 /** What we advertised to one peer: record -> interned attributes, so export sends only differences. */
 export class AdjRibOut {
-  private readonly segs: [(Int32Array | undefined)[], (Int32Array | undefined)[]] = [[], []];
+  private readonly segs: [(Segment | undefined)[], (Segment | undefined)[]] = [[], []];
   private readonly counts = [0, 0];
   // The last policy output and its interned id (a reference of our own keeps the id from being recycled): the
   // export policy returns the same object for the same input, so most routes skip the interner's hash probe.
@@ -93,7 +98,7 @@ export class AdjRibOut {
   /** The attribute id held for record `r`, NONE when none. */
   idAt(fi: number, r: number): number {
     const s = this.segs[fi][r >>> SEG_SHIFT];
-    return s === undefined ? NONE : s[r & SEG_MASK];
+    return s === undefined ? NONE : s[r & SEG_MASK] - 1;
   }
 
   /**
@@ -112,11 +117,11 @@ export class AdjRibOut {
   setAt(fi: number, r: number, attrs: PathAttrs | null): number {
     const segs = this.segs[fi];
     let s = segs[r >>> SEG_SHIFT];
-    const old = s === undefined ? NONE : s[r & SEG_MASK];
+    const old = s === undefined ? NONE : s[r & SEG_MASK] - 1;
     const interner = this.host.interner;
     if (attrs === null) {
       if (old === NONE) return SAME;
-      s![r & SEG_MASK] = NONE;
+      s![r & SEG_MASK] = 0;
       interner.releaseId(old);
       this.counts[fi]--;
       this.host.unpin(fi, r);
@@ -139,9 +144,13 @@ export class AdjRibOut {
     }
     if (s === undefined) {
       while (segs.length <= r >>> SEG_SHIFT) segs.push(undefined);
-      s = segs[r >>> SEG_SHIFT] = new Int32Array(SEG).fill(NONE);
+      s = segs[r >>> SEG_SHIFT] = id < NARROW_MAX ? new Uint16Array(SEG) : new Int32Array(SEG);
+    } else if (id >= NARROW_MAX && s.BYTES_PER_ELEMENT === 2) {
+      const wide = new Int32Array(SEG);
+      wide.set(s);
+      s = segs[r >>> SEG_SHIFT] = wide;
     }
-    s[r & SEG_MASK] = id;
+    s[r & SEG_MASK] = id + 1;
     this.setId = id;
     if (old !== NONE) interner.releaseId(old);
     else {
@@ -176,7 +185,7 @@ export class AdjRibOut {
       for (let k = 0; k < segs.length; k++) {
         const s = segs[k];
         if (s === undefined) continue;
-        for (let j = 0; j < SEG; j++) if (s[j] !== NONE) fn(fi, (k << SEG_SHIFT) | j, s[j]);
+        for (let j = 0; j < SEG; j++) if (s[j] !== 0) fn(fi, (k << SEG_SHIFT) | j, s[j] - 1);
       }
     }
   }
