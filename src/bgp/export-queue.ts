@@ -70,7 +70,7 @@ export class ExportQueue {
   /** While the queue waits: the item holding each queued prefix's latest state. */
   private latest: Map<number | string, Routes> | null = null;
   /** While the queue waits: the item a new announce of these attributes (null: a withdraw) joins. */
-  private readonly open = new Map<PathAttrs | null, Routes>();
+  private open: Map<PathAttrs | null, Routes> | null = null;
 
   /** Queued items (End-of-RIB markers included). */
   get length(): number {
@@ -111,11 +111,12 @@ export class ExportQueue {
       this.items.push({ attrs, prefixes, own: false, pos: 0 });
       return;
     }
-    let it = this.open.get(attrs);
+    const open = this.open!; // set with latest
+    let it = open.get(attrs);
     if (it === undefined) {
       it = { attrs, prefixes, own: false, pos: 0 };
       this.items.push(it);
-      this.open.set(attrs, it);
+      open.set(attrs, it);
     } else {
       if (!it.own) {
         it.prefixes = it.prefixes.slice();
@@ -130,17 +131,22 @@ export class ExportQueue {
   private startCoalescing(): void {
     if (this.latest !== null) return;
     const latest = new Map<number | string, Routes>();
+    const open = new Map<PathAttrs | null, Routes>();
     for (const x of this.items) {
       if (!isRoutes(x)) continue;
       for (let i = x.pos; i < x.prefixes.length; i++) latest.set(prefixKey(x.prefixes[i]), x);
-      this.open.set(x.attrs, x);
+      open.set(x.attrs, x);
     }
     this.latest = latest;
+    this.open = open;
   }
 
+  // The maps are dropped, not cleared, and an emptied queue gets a fresh array: a session that has caught up keeps
+  // none of the room its initial table needed (a route reflector holds a thousand of them).
   private stopCoalescing(): void {
     this.latest = null;
-    this.open.clear();
+    this.open = null;
+    if (this.items.length === 0) this.items = [];
   }
 
   /** The prefixes [from, to) of `it` still to send: all of them, or while coalescing those whose latest state it holds. */
@@ -194,7 +200,7 @@ export class ExportQueue {
         it.pos = end;
         if (it.pos >= it.prefixes.length) {
           this.items.shift();
-          if (this.open.get(it.attrs) === it) this.open.delete(it.attrs);
+          if (this.open !== null && this.open.get(it.attrs) === it) this.open.delete(it.attrs);
         }
       }
       flush(s, k);

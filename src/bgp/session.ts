@@ -108,9 +108,17 @@ const NO_PROBLEMS: readonly AttrProblem[] = Object.freeze([]);
  * for nothing; one cache of AS paths by wire bytes also serves every 4-octet session (the bytes decode alike).
  */
 const sharedScratch = new DecodeScratch();
+
 // Socket chunks are never written after they arrive (each read gets a fresh buffer; a message split across reads
 // is copied once into its own): the scratch may keep references into them.
 sharedScratch.borrowInput = true;
+
+// Every session's decode options are built here, in one property order: one hidden class for all of them, where a
+// spread of the previous options gave each session a map of its own (a thousand on a route reflector) and made
+// the decoder's reads of them megamorphic.
+function codecOptions(fourOctetAs: boolean, extendedMessage: boolean, external: boolean): DecodeOptions {
+  return { scratch: sharedScratch, fourOctetAs, extendedMessage, external };
+}
 
 /** A running FSM timer: its deadline (performance.now() ms) and the timeout that checks it. */
 interface ArmedTimer {
@@ -127,7 +135,7 @@ export class Session extends EventEmitter<SessionEvents> {
   /** The socket was accepted (the peer connected to us) rather than connected by us. */
   incoming = false;
   private framer = new Framer();
-  private decodeOpts: DecodeOptions = { scratch: sharedScratch };
+  private decodeOpts: DecodeOptions = codecOptions(true, false, false);
   private readonly timers = new Map<TimerName, ArmedTimer>();
   private corked = false;
   private processing: UpdateMessage | null = null;
@@ -452,7 +460,7 @@ export class Session extends EventEmitter<SessionEvents> {
     this.writeWaiting = false;
     this.onWritten = (err) => this.writeDone(s, err);
     this.framer = new Framer();
-    this.decodeOpts = { scratch: sharedScratch };
+    this.decodeOpts = codecOptions(true, false, false);
     this.localOpen = null;
     this.remoteOpen = null;
     this.negotiated = null;
@@ -671,7 +679,7 @@ export class Session extends EventEmitter<SessionEvents> {
     // Negotiate before the FSM answers (its KEEPALIVE is the same either way, but UPDATEs may follow at once).
     const local = this.localOpen ?? open;
     const opts = negotiatedOptions(local, open);
-    this.decodeOpts = { ...this.decodeOpts, ...opts, external: this.cfg.peerAs !== this.cfg.localAs };
+    this.decodeOpts = codecOptions(opts.fourOctetAs, opts.extendedMessage, this.cfg.peerAs !== this.cfg.localAs);
     this.framer.setOptions(opts);
     const has = (o: OpenMessage, kind: Capability['kind']) => o.capabilities.some((c) => c.kind === kind);
     const peerGr = open.capabilities.find((c) => c.kind === 'graceful-restart');
