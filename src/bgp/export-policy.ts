@@ -5,7 +5,7 @@
 // UPDATE is encoded, so the rewrite does not depend on the session: peers of one kind (eBGP or iBGP, local AS,
 // next-hop-self) share one rewritten record per source record, hence one interned id and one encoded attribute
 // block. Whether the session has an address of ours to put there is checked per session, before the shared cache.
-import type { AddressFamily } from '../config/types.ts';
+import type { AddressFamily } from './session.ts';
 import type { IP, Prefix } from '../net/ip.ts';
 import { prependAs, withAttrs, type PathAttrs } from '../rib/attrs.ts';
 import { DEFAULT_LOCAL_PREF, type Path } from '../rib/bestpath.ts';

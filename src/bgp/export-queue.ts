@@ -9,7 +9,7 @@
 //   attributes as a queued one joins it, a withdraw joins the queued withdraw, and only the latest state of each
 //   prefix is sent (a later withdraw or re-announce of a prefix wins over what was queued for it earlier, and the
 //   earlier entry is skipped). A peer that keeps up never pays for this bookkeeping.
-import { type AddressFamily } from '../config/types.ts';
+import type { AddressFamily } from './session.ts';
 import { type Prefix } from '../net/ip.ts';
 import { type PathAttrs } from '../rib/attrs.ts';
 import { type ExportUpdate } from '../rib/rib.ts';

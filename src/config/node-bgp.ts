@@ -1,5 +1,5 @@
 // node.bgp: the node's BGP identity as Calico's Node resource spells it (spec.bgp), and bgp.nodeToNodeMeshEnabled.
-import { checkNode, ClusterError } from '../cluster/node.ts';
+import { checkNode, ClusterError } from '../calico/node-bgp.ts';
 import type { Checker, Path } from './check.ts';
 import type { NodeBgpConfig } from './types.ts';
 

@@ -3,8 +3,10 @@
 
 import type { EtcdSecurity, SecretSource } from '../store/etcd-auth.ts';
 import type { PolicyRule } from '../bgp/route-policy.ts';
+import type { AddressFamily } from '../bgp/session.ts';
 
-export type AddressFamily = 'ipv4' | 'ipv6';
+// The BGP speaker's own name for a family (its config uses the same words).
+export type { AddressFamily } from '../bgp/session.ts';
 export type NodeOS = 'linux' | 'windows';
 
 export interface Config {

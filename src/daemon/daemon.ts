@@ -35,7 +35,7 @@ import { IpamAnnouncer } from './announcer.ts';
 import { countedRequests, release as releaseOptimizer } from './tiering.ts';
 import { cniInvoke, type CniInvokeParams } from './cni-invoke.ts';
 import { lazyMetrics, type MetricsSource } from './metrics.ts';
-import { overview, type Overview } from './overview.ts';
+import { overview, type Overview, type PoolUsage } from './overview.ts';
 import { WarningLog } from './warnings.ts';
 import { ClusterPeers } from './cluster.ts';
 import { bfdPeers, newBfdManager } from './bfd.ts';
@@ -71,21 +71,6 @@ export interface DaemonControls {
   /** withdraw: the node goes away (Cease to every peer); else a graceful-restart stop that keeps peers' routes. */
   stop(withdraw: boolean): void;
   reload(): Promise<void>;
-}
-
-/** Pool utilisation, summed over the pool's blocks. */
-export interface PoolUsage {
-  name: string;
-  cidr: string;
-  blockSize: number;
-  disabled: boolean;
-  blocks: number;
-  size: number;
-  allocated: number;
-  free: number;
-  reserved: number;
-  /** allocated / (size - reserved), 0..1. */
-  utilisation: number;
 }
 
 const sameListen = (a: ListenAddress | undefined, b: ListenAddress | undefined) =>

@@ -2,12 +2,26 @@
 // addresses it borrowed and from whom), the dataplane and the warnings. The status page (GET /overview) and
 // `blockspeaker top` (control socket method show.overview) both draw from it, so one refresh is one request.
 import type { PeerStatus } from '../bgp/speaker.ts';
-import type { PoolUsage } from './daemon.ts';
 import type { BlockInfo } from '../ipam/types.ts';
 import type { WarningsView } from './warnings.ts';
 import { formatPrefix, maxLen, parsePrefix, prefixContainsPrefix, type Prefix } from '../net/ip.ts';
 
 /** Pool utilisation, as the daemon computes it (daemon.ts; a type-only import, no module cycle at run time). */
+/** Pool utilisation, summed over the pool's blocks. */
+export interface PoolUsage {
+  name: string;
+  cidr: string;
+  blockSize: number;
+  disabled: boolean;
+  blocks: number;
+  size: number;
+  allocated: number;
+  free: number;
+  reserved: number;
+  /** allocated / (size - reserved), 0..1. */
+  utilisation: number;
+}
+
 export type PoolView = PoolUsage;
 
 export type BlockView = BlockInfo & { utilisation: number };

@@ -7,7 +7,13 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import type { LockOps } from './platform.ts';
+
+/** Advisory whole-file locks on an open descriptor (flock on POSIX, LockFileEx on Windows). */
+export interface LockOps {
+  tryLock(fd: number): boolean;
+  waitForLock(fd: number): Promise<void>;
+  unlock(fd: number): void;
+}
 
 /** The addon's functions (binding.c): errors are thrown with a libuv code; EAGAIN means "held elsewhere". */
 interface Binding {

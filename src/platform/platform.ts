@@ -11,7 +11,9 @@ import { spawn as nodeSpawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
-import { fileLocks } from './file-lock.ts';
+import { fileLocks, type LockOps } from './file-lock.ts';
+
+export type { LockOps } from './file-lock.ts';
 import { secureStateDir, type DirOptions, type DirReport } from './dir-acl.ts';
 import { checkFileAcl } from './file-acl.ts';
 import { checkPosixFile, securePosixDir } from './posix-access.ts';
@@ -138,12 +140,6 @@ export interface FsOps {
   mkdirSync(dir: string, opts: { recursive: true }): string | undefined;
   existsSync(path: string): boolean;
   fsyncSync(fd: number): void;
-}
-
-export interface LockOps {
-  tryLock(fd: number): boolean;
-  waitForLock(fd: number): Promise<void>;
-  unlock(fd: number): void;
 }
 
 export interface PlatformDeps {

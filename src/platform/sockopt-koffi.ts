@@ -1,7 +1,7 @@
 // The native half of ./sockopt.ts: socket(2), setsockopt(2) and close(2) from the C library through koffi (FFI with
 // prebuilt binaries, no compiler at install). Loaded only by socketOptionsHost().load(), with a dynamic import, when
 // a peer has a password or ttlSecurity: the idle daemon never maps it.
-import type { SockOpt, SocketCalls } from './sockopt.ts';
+import type { SockOpt, SocketCalls } from './socket-calls.ts';
 
 const SOCK_STREAM = 1;
 const SOCK_CLOEXEC = 0o2000000; // the fd must not leak into the processes we spawn (ip, PowerShell workers)

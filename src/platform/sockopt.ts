@@ -8,6 +8,9 @@
 // TCP_MD5SIG_MAXKEYLEN 80), linux/in.h (IP_TTL 2, IP_MINTTL 21), linux/in6.h (IPV6_UNICAST_HOPS 16,
 // IPV6_MINHOPCOUNT 73); socket families from bits/socket.h (AF_INET 2, AF_INET6 10).
 import { HOST_PLATFORM, type PlatformId } from './paths.ts';
+import type { SockOpt, SocketCalls } from './socket-calls.ts';
+
+export type { SockOpt, SocketCalls } from './socket-calls.ts';
 
 export const AF_INET = 2;
 export const AF_INET6 = 10;
@@ -22,14 +25,6 @@ export const IPV6_UNICAST_HOPS = 16;
 export const IPV6_MINHOPCOUNT = 73;
 /** sizeof(struct tcp_md5sig): sockaddr_storage 128, flags 1, prefixlen 1, keylen 2, ifindex 4, key 80. */
 export const TCP_MD5SIG_SIZE = 216;
-
-/** One setsockopt(2) call. `what` names it for errors and logs; it never holds the key. */
-export interface SockOpt {
-  level: number;
-  name: number;
-  value: Buffer;
-  what: string;
-}
 
 /** What a peer asks of its sockets. */
 export interface PeerSocketNeeds {
@@ -136,14 +131,6 @@ export function listenerKeyRemoval(peer: SockAddr, label: string, listenerFamily
 }
 
 // ---- the host --------------------------------------------------------------------------------------------------
-
-/** The native calls (./sockopt-koffi.ts on Linux; a fake in unit tests). Errors name the option and errno text. */
-export interface SocketCalls {
-  /** A new TCP socket of the family (the caller hands it to net.Socket({ fd }) or closes it). */
-  socket(family: 4 | 6): number;
-  setsockopt(fd: number, opt: SockOpt): void;
-  close(fd: number): void;
-}
 
 export interface SocketOptionsHost {
   /** Why this OS cannot set these options (said in /peers and logs), or null when it can. */

@@ -11,7 +11,7 @@
 import type { Family, Prefix } from '../net/ip.ts';
 import type { AttrInterner, PathAttrs } from './attrs.ts';
 import type { Path } from './bestpath.ts';
-import type { ExportPolicy, ExportUpdate, RibChange } from './rib.ts';
+import type { ExportPolicy, ExportUpdate, RibChange } from './types.ts';
 
 const NONE = -1;
 // 1,024 records per segment (2 KB narrow, 4 KB wide), made on first write: a route reflector's client session

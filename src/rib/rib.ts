@@ -18,12 +18,11 @@ import { selectBest, type BestPathOptions, type Path, type PeerInfo } from './be
 import type { PrefixList } from './prefixlist.ts';
 import { Trie, type TrieOptions } from './trie.ts';
 import { AdjRibOut, exportBatch, exportList, exportTable, type ExportHost } from './adj-rib-out.ts';
+import type { ExportPolicy, ExportUpdate, ImportPolicy, RibChange } from './types.ts';
 
 export { AdjRibOut } from './adj-rib-out.ts';
+export type { ExportPolicy, ExportUpdate, ImportPolicy, RibChange } from './types.ts';
 
-export type ImportPolicy = (prefix: Prefix, attrs: PathAttrs, source: string) => PathAttrs | null;
-/** `multipath` is valid during the call only (with one path it is an array the RIB reuses). */
-export type ExportPolicy = (prefix: Prefix, best: Path, multipath: readonly Path[]) => PathAttrs | null;
 
 export interface RibOptions {
   /** Attribute table shared with the BGP codec; defaults to the process-wide one. */
@@ -39,19 +38,6 @@ export interface RibOptions {
 export interface SourceOptions {
   /** Applied to every received route; null rejects it (kept in Adj-RIB-In, not a candidate). */
   importPolicy?: ImportPolicy;
-}
-
-/**
- * The net change of one prefix's best path (or multipath set) over a batch. Stale marks (graceful restart) and
- * changes among non-selected paths produce no event.
- */
-export interface RibChange {
-  type: 'add' | 'replace' | 'withdraw';
-  prefix: Prefix;
-  /** The new best path; absent on withdraw. */
-  best?: Path;
-  /** The ECMP set (best first); only when maxPaths > 1 and not a withdraw. */
-  multipath?: Path[];
 }
 
 export interface RibRoute {
@@ -78,12 +64,6 @@ export interface SourceCounts {
   best: number;
   /** Of those, marked stale (graceful restart) and not yet refreshed. */
   stale: number;
-}
-
-/** Routes to send to one peer: announcements grouped by attribute set (one UPDATE each), and withdrawals. */
-export interface ExportUpdate {
-  announce: Map<PathAttrs, Prefix[]>;
-  withdraw: Prefix[];
 }
 
 const NONE = -1;
