@@ -52,7 +52,18 @@ ipc: { path: '\\\\.\\pipe\\bs-svc-${process.pid}' }
     const started = await runWine('sc', ['start', name], { timeoutMs: 120_000 });
     t.equal(started.code, 0, `sc start: ${started.stdout}${started.stderr}`);
     const health = () => fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false);
-    await until('the daemon to answer', 180_000, health);
+    // Under load, wine's service manager has once left a started service without a process (the daemon never
+    // answered in 180 s; alone the test takes 2 s). If the SCM says STOPPED after 90 s, start it once more; any
+    // other state, or a second silence, fails with what the SCM said.
+    const answered = await until('the daemon to answer', 90_000, health).then(() => true, () => false);
+    if (!answered) {
+      const state = await scState(name);
+      t.comment(`no answer in 90 s; the SCM says ${state}`);
+      if (state !== 'STOPPED') throw new Error(`the daemon did not answer in 90 s and the SCM says ${state}`);
+      const again = await runWine('sc', ['start', name], { timeoutMs: 120_000 });
+      t.equal(again.code, 0, `sc start, again: ${again.stdout}${again.stderr}`);
+      await until('the daemon to answer (second start)', 90_000, health);
+    }
     t.equal(await until('RUNNING', 60_000, async () => ((await scState(name)) === 'RUNNING' ? 'RUNNING' : false)), 'RUNNING', 'the SCM sees it running');
 
     const stopped = await runWine('sc', ['stop', name], { timeoutMs: 60_000 });
