@@ -2,7 +2,8 @@
 // peer, and a batched change feed of best-path changes.
 //
 // Storage is built for a full Internet table (~1.3M prefixes x ~3 paths) in little memory:
-//  - one radix trie per family maps a prefix to a *record* index (stable for the prefix's life);
+//  - per family, a table of *records* (src/rib/table.ts; a record's index is stable for the prefix's life), found
+//    through a hash index, with a radix trie for longest-prefix matches and ordered walks;
 //  - a record holds the prefix's words and the head of a linked list of path entries;
 //  - a path entry is 15 bytes in typed arrays: source index, received (Adj-RIB-In) attribute id, effective
 //    (post-import-policy) attribute id, next entry, flags. Attribute ids come from an AttrInterner, so the few
@@ -16,7 +17,8 @@ import { type Family, IP, Prefix, ipEquals } from '../net/ip.ts';
 import { AttrInterner, defaultInterner, type PathAttrs } from './attrs.ts';
 import { selectBest, type BestPathOptions, type Path, type PeerInfo } from './bestpath.ts';
 import type { PrefixList } from './prefixlist.ts';
-import { Trie, type TrieOptions } from './trie.ts';
+import type { TrieOptions } from './trie.ts';
+import { Table } from './table.ts';
 import { AdjRibOut, exportBatch, exportList, exportTable, type ExportHost } from './adj-rib-out.ts';
 import type { ExportPolicy, ExportUpdate, ImportPolicy, RibChange } from './types.ts';
 
@@ -70,11 +72,7 @@ const NONE = -1;
 const STALE = 1;
 const BEST = 2;
 const MULTI = 4;
-const FREE_LEN = 255; // record length marker for a free record
-const LEN_MASK = 0xff;
-const PENDING = 0x100; // record flag: in the change feed's current batch
 const MAX_SOURCES = 0xffff;
-const SHARED_PREFIXES = 1 << 16; // records per family whose Prefix object is kept for sharing (Table.sharedPrefix)
 
 // ---- path entry pool ----------------------------------------------------------------------------------------
 
@@ -149,154 +147,6 @@ class EntryPool {
 
   bytes(): number {
     return this.segs.length * SEG * 16;
-  }
-}
-
-// ---- per-family prefix records ------------------------------------------------------------------------------
-
-/**
- * Prefix records of one family, in segments of Int32Array: [address words (1 for IPv4, 4 for IPv6), length,
- * head entry]. Length 255 marks a free record; free records are chained through their head field.
- */
-class Table {
-  readonly trie: Trie;
-  private readonly wpr: number; // address words per record
-  private readonly stride: number;
-  private segs: Int32Array[] = [];
-  private top = 0;
-  private freeHead = NONE;
-  live = 0;
-  // How many Adj-RIB-Outs hold each record (a segment made when its first record is held): a held record keeps
-  // its id, so the Adj-RIB-Outs can be arrays indexed by it.
-  private pinSegs: (Int32Array | undefined)[] = [];
-  // One immutable Prefix per record for the exports and the change feed, shared by every peer's queue (100 peers
-  // made 100 copies of each). Bounded: a full table keeps making fresh ones past the first SHARED_PREFIXES records
-  // rather than holding a million objects for good.
-  private shared: (Prefix | undefined)[] = [];
-
-  constructor(readonly family: Family, trieOpts: TrieOptions | undefined) {
-    this.trie = new Trie(family, trieOpts);
-    this.wpr = family === 4 ? 1 : 4;
-    this.stride = this.wpr + 2;
-  }
-
-  get highWater(): number {
-    return this.top;
-  }
-
-  find(p: Prefix): number {
-    return this.trie.getWords(p.w0, p.w1, p.w2, p.w3, p.len);
-  }
-
-  head(r: number): number {
-    return this.segs[r >>> SEG_SHIFT][(r & SEG_MASK) * this.stride + this.wpr + 1];
-  }
-
-  setHead(r: number, e: number): void {
-    this.segs[r >>> SEG_SHIFT][(r & SEG_MASK) * this.stride + this.wpr + 1] = e;
-  }
-
-  isLive(r: number): boolean {
-    return this.segs[r >>> SEG_SHIFT][(r & SEG_MASK) * this.stride + this.wpr] !== FREE_LEN;
-  }
-
-  /** Whether the record is in the change feed's current batch (a bit above the length in the length word). */
-  isPending(r: number): boolean {
-    return (this.segs[r >>> SEG_SHIFT][(r & SEG_MASK) * this.stride + this.wpr] & PENDING) !== 0;
-  }
-
-  setPending(r: number, on: boolean): void {
-    const s = this.segs[r >>> SEG_SHIFT];
-    const o = (r & SEG_MASK) * this.stride + this.wpr;
-    s[o] = on ? s[o] | PENDING : s[o] & ~PENDING;
-  }
-
-  /** The record for `p`, created (empty) if absent. */
-  findOrAdd(p: Prefix): number {
-    return this.findOrAddWords(p.w0, p.w1, p.w2, p.w3, p.len);
-  }
-
-  findOrAddWords(w0: number, w1: number, w2: number, w3: number, len: number): number {
-    // One trie walk: offer the record the prefix would get, and take it only when the prefix was absent.
-    let r = this.freeHead;
-    if (r === NONE && this.top === this.segs.length * SEG) this.segs.push(new Int32Array(SEG * this.stride));
-    if (r === NONE) r = this.top;
-    const found = this.trie.insertWords(w0, w1, w2, w3, len, r, true);
-    if (found !== NONE) return found;
-    if (r === this.freeHead) this.freeHead = this.head(r);
-    else this.top++;
-    const s = this.segs[r >>> SEG_SHIFT];
-    const o = (r & SEG_MASK) * this.stride;
-    s[o] = w0;
-    if (this.wpr === 4) {
-      s[o + 1] = w1;
-      s[o + 2] = w2;
-      s[o + 3] = w3;
-    }
-    s[o + this.wpr] = len;
-    s[o + this.wpr + 1] = NONE;
-    this.live++;
-    return r;
-  }
-
-  pins(r: number): number {
-    const s = this.pinSegs[r >>> SEG_SHIFT];
-    return s === undefined ? 0 : s[r & SEG_MASK];
-  }
-
-  /** Add `d` (+1 or -1) to the record's holders; returns the new count. */
-  pin(r: number, d: number): number {
-    let s = this.pinSegs[r >>> SEG_SHIFT];
-    if (s === undefined) {
-      while (this.pinSegs.length <= r >>> SEG_SHIFT) this.pinSegs.push(undefined);
-      s = this.pinSegs[r >>> SEG_SHIFT] = new Int32Array(SEG);
-    }
-    return (s[r & SEG_MASK] += d);
-  }
-
-  /** Whether a record can be recycled: no paths, not in the current batch, held by no Adj-RIB-Out. */
-  unused(r: number): boolean {
-    return this.isLive(r) && this.head(r) === NONE && !this.isPending(r) && this.pins(r) === 0;
-  }
-
-  /** Remove an (empty, unheld) record from the trie and recycle it. */
-  remove(r: number): void {
-    const s = this.segs[r >>> SEG_SHIFT];
-    const o = (r & SEG_MASK) * this.stride;
-    const len = s[o + this.wpr] & LEN_MASK;
-    if (this.pins(r) !== 0) throw new Error(`RIB: record ${r} recycled while an Adj-RIB-Out holds it`);
-    if (this.wpr === 1) this.trie.deleteWords(s[o] >>> 0, 0, 0, 0, len);
-    else this.trie.deleteWords(s[o] >>> 0, s[o + 1] >>> 0, s[o + 2] >>> 0, s[o + 3] >>> 0, len);
-    s[o + this.wpr] = FREE_LEN;
-    s[o + this.wpr + 1] = this.freeHead;
-    if (r < this.shared.length) this.shared[r] = undefined;
-    this.freeHead = r;
-    this.live--;
-  }
-
-  prefix(r: number): Prefix {
-    const s = this.segs[r >>> SEG_SHIFT];
-    const o = (r & SEG_MASK) * this.stride;
-    return this.wpr === 1
-      ? new Prefix(4, s[o] >>> 0, 0, 0, 0, s[o + 1] & LEN_MASK)
-      : new Prefix(6, s[o] >>> 0, s[o + 1] >>> 0, s[o + 2] >>> 0, s[o + 3] >>> 0, s[o + 4] & LEN_MASK);
-  }
-
-  /** The record's prefix, one shared object per record (do not modify it). */
-  sharedPrefix(r: number): Prefix {
-    if (r >= SHARED_PREFIXES) return this.prefix(r);
-    let p = this.shared[r];
-    if (p === undefined) {
-      while (this.shared.length <= r) this.shared.push(undefined);
-      p = this.shared[r] = this.prefix(r);
-    }
-    return p;
-  }
-
-  recordBytes(): number {
-    let n = this.segs.length * SEG * this.stride * 4;
-    for (const p of this.pinSegs) if (p) n += p.byteLength;
-    return n;
   }
 }
 
@@ -1089,7 +939,7 @@ export class Rib {
   /** Bytes held in typed arrays (tries, records, path entries); excludes attribute objects. */
   memoryBytes(): number {
     const [t4, t6] = this.tables;
-    return t4.trie.memoryBytes() + t6.trie.memoryBytes() + t4.recordBytes() + t6.recordBytes() + this.e.bytes();
+    return t4.trieBytes() + t6.trieBytes() + t4.recordBytes() + t6.recordBytes() + this.e.bytes();
   }
 
   /** Give back the tries' spare pool capacity (worth doing after a bulk load, e.g. at End-of-RIB). */
@@ -1101,8 +951,8 @@ export class Rib {
   memoryStats(): { trie4: number; trie6: number; records4: number; records6: number; paths: number } {
     const [t4, t6] = this.tables;
     return {
-      trie4: t4.trie.memoryBytes(),
-      trie6: t6.trie.memoryBytes(),
+      trie4: t4.trieBytes(),
+      trie6: t6.trieBytes(),
       records4: t4.recordBytes(),
       records6: t6.recordBytes(),
       paths: this.e.bytes(),
