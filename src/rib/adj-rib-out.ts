@@ -4,10 +4,10 @@
 // An Adj-RIB-Out is a per-family array indexed by the RIB's own record id (the Loc-RIB record of the prefix), holding
 // the interned attribute id sent plus one, 0 when nothing was (so a fresh segment needs no fill). A segment is a
 // Uint16Array while every id in it fits (a route reflector's client holds a few thousand routes with a few thousand
-// attribute sets: 2 octets a route), and becomes an Int32Array the first time one does not (a full table). A route export is then an array read and write, where a
-// per-peer trie cost ~160 KB per peer and a trie walk per route. The id stays the prefix's while any Adj-RIB-Out holds
-// it: every entry pins its record (a count per record in the RIB), and a record is recycled only once it has no paths,
-// is out of the change batch and no Adj-RIB-Out pins it.
+// attribute sets: 2 octets a route), and becomes an Int32Array the first time one does not (a full table). A route
+// export is then an array read and write, where a per-peer trie cost ~160 KB per peer and a trie walk per route.
+// The id stays the prefix's while any Adj-RIB-Out holds it: every entry pins its record (a count per record in the
+// RIB), and a record is recycled only once it has no paths, is out of the change batch and no Adj-RIB-Out pins it.
 import type { Family, Prefix } from '../net/ip.ts';
 import type { AttrInterner, PathAttrs } from './attrs.ts';
 import type { Path } from './bestpath.ts';

@@ -37,6 +37,9 @@ function hash6(w0: number, w1: number, w2: number, w3: number, len: number): num
   return h ^ (h >>> 16);
 }
 
+/** An index slot: the record id under 7 bits of its prefix's hash (the tag a probe compares first). */
+const slotOf = (h: number, r: number): number => ((h >>> 25) << SLOT_ID_BITS) | r;
+
 const SHARED_PREFIXES = 1 << 16; // records per family whose Prefix object is kept for sharing (Table.sharedPrefix)
 
 /**
@@ -126,16 +129,12 @@ export class Table {
     while (size < this.live * 4) size *= 2;
     const index = new Int32Array(size).fill(EMPTY_SLOT);
     const mask = size - 1;
-    const wpr = this.wpr;
     for (let r = 0; r < this.top; r++) {
-      const s = this.segs[r >>> SEG_SHIFT];
-      const o = (r & SEG_MASK) * this.stride;
-      const lw = s[o + wpr];
-      if (lw === FREE_LEN) continue;
-      const h = wpr === 1 ? hash4(s[o], lw & LEN_MASK) : hash6(s[o], s[o + 1], s[o + 2], s[o + 3], lw & LEN_MASK);
+      if (!this.isLive(r)) continue;
+      const h = this.hashOf(r);
       let k = h & mask;
       while (index[k] !== EMPTY_SLOT) k = (k + 1) & mask;
-      index[k] = ((h >>> 25) << SLOT_ID_BITS) | r;
+      index[k] = slotOf(h, r);
     }
     this.index = index;
     this.mask = mask;
@@ -275,7 +274,7 @@ export class Table {
       slot = i;
       this.used++;
     }
-    index[slot] = (tag << SLOT_ID_BITS) | r;
+    index[slot] = slotOf(h, r);
     const s = this.segs[r >>> SEG_SHIFT];
     const o = (r & SEG_MASK) * this.stride;
     s[o] = w0;
