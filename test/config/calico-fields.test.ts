@@ -1,5 +1,5 @@
 // Every field of every Calico kind is accounted for: the importer's table, Calico's field list (fixture from the Go
-// types) and README's table agree; unknown kinds and fields refuse the whole file with file, document, field and
+// types) and the table in docs/reference/calico-fields.md agree; unknown kinds and fields refuse the whole file with file, document, field and
 // line; the honoured fields land where they should.
 import t from 'tap';
 import { readFileSync } from 'node:fs';
@@ -7,15 +7,15 @@ import { importCalico } from '../../src/config/calico.ts';
 import { CALICO_FIELDS } from '../../src/config/calico-fields.ts';
 
 const fixture = JSON.parse(readFileSync(new URL('../../fixtures/calico/v3-spec-fields.json', import.meta.url), 'utf8')) as Record<string, string[] | string>;
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const fieldsDoc = readFileSync(new URL('../../docs/reference/calico-fields.md', import.meta.url), 'utf8');
 
-t.test("the importer's table covers exactly Calico's fields, and README's table says the same", async (t) => {
+t.test("the importer's table covers exactly Calico's fields, and the documented table says the same", async (t) => {
   for (const [kind, fields] of Object.entries(fixture)) {
     if (kind === 'source') continue;
     t.same(Object.keys(CALICO_FIELDS[kind] ?? {}).sort(), [...(fields as string[])].sort(), `${kind}: every field has a treatment, no extra`);
     for (const f of fields as string[]) {
       const rule = CALICO_FIELDS[kind]![f]!;
-      t.ok(readme.includes(`| ${kind} | \`${f}\` | ${rule.treatment} |`), `README lists ${kind}.${f} as ${rule.treatment}`);
+      t.ok(fieldsDoc.includes(`| ${kind} | \`${f}\` | ${rule.treatment} |`), `calico-fields.md lists ${kind}.${f} as ${rule.treatment}`);
     }
   }
 });

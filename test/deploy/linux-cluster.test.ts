@@ -141,7 +141,7 @@ if (!gate && toolsOk) {
     for (const args of [
       ['user', 'add', 'root', '--no-password'], ['role', 'add', 'root'], ['user', 'grant-role', 'root', 'root'],
       ['user', 'add', `${user}:${PASSWORD}`], ['role', 'add', 'blockspeaker'],
-      // README "Deploying": write Calico's keys and ours, read everything (history reads after a lost answer).
+      // docs/guides/deploying.md: write Calico's keys and ours, read everything (history reads after a lost answer).
       ['role', 'grant-permission', 'blockspeaker', '--prefix=true', 'readwrite', '/calico/'],
       ['role', 'grant-permission', 'blockspeaker', '--prefix=true', 'readwrite', '/blockspeaker/'],
       ['role', 'grant-permission', 'blockspeaker', '--from-key', 'read', ''],

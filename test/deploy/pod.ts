@@ -12,7 +12,7 @@ export type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint
 
 export const repoRoot = new URL('../..', import.meta.url).pathname.replace(/\/$/, '');
 
-/** The Secret an operator creates (README "Deploying"), with stand-in contents (no etcd answers here). */
+/** The Secret an operator creates (docs/guides/deploying.md), with stand-in contents (no etcd answers here). */
 export const ETCD_SECRET = {
   'blockspeaker-etcd': { endpoints: 'https://10.0.0.5:2379,https://10.0.0.6:2379', 'ca.crt': 'CA', 'tls.crt': 'CERT', 'tls.key': 'KEY', password: 'secret' },
 };

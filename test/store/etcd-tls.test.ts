@@ -81,7 +81,7 @@ if (etcdGate(t) && toolsGate(t, ['openssl', 'etcdctl'])) {
     ctl('user', 'grant-role', 'root', 'root');
     ctl('user', 'add', `bs:${PASSWORD}`);
     ctl('role', 'add', 'bs-rw');
-    // What README asks for: write under /blockspeaker/, read everywhere (history scans after a lost answer).
+    // As docs/reference/store.md (etcd TLS) asks: write under /blockspeaker/, read everywhere (history scans after a lost answer).
     ctl('role', 'grant-permission', 'bs-rw', '--prefix=true', 'readwrite', '/blockspeaker/');
     ctl('role', 'grant-permission', 'bs-rw', '--from-key', 'read', '');
     ctl('user', 'grant-role', 'bs', 'bs-rw');

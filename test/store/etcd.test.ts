@@ -73,7 +73,7 @@ const cmd: fc.Arbitrary<Cmd> = fc.oneof(
     arbitrary: fc.record({
       k: fc.constant('txn' as const),
       cmps: fc.array(fc.record({ key, how: fc.constantFrom('current' as const, 'current' as const, 'absent' as const, 'wrong' as const) }), { maxLength: 3 }),
-      // etcd refuses two ops on one key in a transaction (see the README), so one op per key here.
+      // etcd refuses two ops on one key in a transaction ("duplicate key given"), so one op per key here.
       ops: fc.uniqueArray(op, { selector: (o) => o.key, maxLength: 4 }),
     }),
     weight: 5,

@@ -1,7 +1,7 @@
 // packaging/windows/install.ps1 cannot run here (no PowerShell, no Service Control Manager), so its text is checked:
 // a small PowerShell tokenizer proves strings, comments and brackets are well formed and catches "$name:" inside a
 // double-quoted string (PowerShell reads that as a scope-qualified variable and refuses the script); then the
-// service it installs is the one the README promises: `blockspeaker.exe run --service NAME -c <config>` as
+// service it installs is the one docs/guides/windows-nodes.md promises: `blockspeaker.exe run --service NAME -c <config>` as
 // LocalSystem (the daemon answers the SCM itself), restarted on failure by the SCM; upgrades and uninstalls in place.
 import t from 'tap';
 import fs from 'node:fs';
@@ -92,7 +92,7 @@ t.test('install.ps1 is well formed PowerShell text', async (t) => {
   t.match(script, /\$ErrorActionPreference = 'Stop'/, 'stops at the first failing cmdlet');
 });
 
-t.test('install.ps1 installs the service the README describes', async (t) => {
+t.test('install.ps1 installs the service the Windows nodes guide describes', async (t) => {
   const actions = /\[ValidateSet\(([^)]*)\)\]\s*\[string\]\$Action/.exec(script)?.[1];
   t.same(actions?.split(',').map((s) => s.trim().replace(/'/g, '')), ['install', 'uninstall', 'start', 'stop']);
   for (const a of ['install', 'uninstall', 'start', 'stop']) t.match(script, new RegExp(`\\n  '${a}' \\{`), `switch handles ${a}`);

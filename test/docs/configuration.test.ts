@@ -1,12 +1,22 @@
-// README says what the code does: the config defaults table matches the validator (every row, and every default the
-// validator fills in has a row), and every YAML config shown in README validates.
+// docs/configuration.md says what the code does: its defaults table matches the validator (every row, and every
+// default the validator fills in has a row), and every YAML config shown in README.md or under docs/ validates.
 import t from 'tap';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { parse as parseYaml } from 'yaml';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { parseConfig } from '../../src/config/config.ts';
 
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const configuration = readFileSync(join(root, 'docs', 'configuration.md'), 'utf8');
+
+/** README.md and every page under docs/, by path. */
+function pages(): [string, string][] {
+  const under = (dir: string): string[] => readdirSync(join(root, dir), { withFileTypes: true })
+    .flatMap((e) => (e.isDirectory() ? under(join(dir, e.name)) : e.name.endsWith('.md') ? [join(dir, e.name)] : []));
+  return ['README.md', ...under('docs')].map((p) => [p, readFileSync(join(root, p), 'utf8')]);
+}
 
 // A config with every section and one peer and pool, giving only what has no default.
 const INPUT = {
@@ -17,7 +27,7 @@ const INPUT = {
   status: {},
   ipc: {},
 };
-const withDataplane = (dp: object, node: object = {}) => parseConfig(JSON.stringify({ ...INPUT, node, dataplane: dp }), 'README defaults') as unknown;
+const withDataplane = (dp: object, node: object = {}) => parseConfig(JSON.stringify({ ...INPUT, node, dataplane: dp }), 'configuration.md defaults') as unknown;
 const linux = withDataplane({ kind: 'linux' });
 // The HNS dataplane is for Windows nodes only (IPAM reserves its gateway and host endpoint in Windows blocks).
 const hns = withDataplane({ kind: 'hns' }, { os: 'windows' });
@@ -30,14 +40,14 @@ interface Row {
 }
 
 function rows(): Row[] {
-  const m = /<!-- config-defaults[^>]*-->\n([\s\S]*?)<!-- \/config-defaults -->/.exec(readme);
-  if (!m) throw new Error('README has no <!-- config-defaults --> table');
+  const m = /<!-- config-defaults[^>]*-->\n([\s\S]*?)<!-- \/config-defaults -->/.exec(configuration);
+  if (!m) throw new Error('docs/configuration.md has no <!-- config-defaults --> table');
   return m[1].split('\n')
     .filter((l) => l.startsWith('| `'))
     .map((l) => {
       const [, f, cell] = l.split('|').map((x) => x.trim());
       const fm = /^`([^`]+)`(?: \((\w+)\))?$/.exec(f);
-      if (!fm) throw new Error(`README defaults: bad field cell ${JSON.stringify(f)}`);
+      if (!fm) throw new Error(`configuration.md defaults: bad field cell ${JSON.stringify(f)}`);
       return { field: fm[1], qualifier: fm[2], cell };
     });
 }
@@ -65,7 +75,7 @@ function leaves(v: unknown, prefix = ''): string[] {
   return [prefix];
 }
 
-t.test('README config defaults table matches the validator', async (t) => {
+t.test('the config defaults table in docs/configuration.md matches the validator', async (t) => {
   const table = rows();
   t.ok(table.length >= 20, `the table has rows (${table.length})`);
   const fields = new Set(table.map((r) => r.field));
@@ -103,7 +113,7 @@ t.test('README config defaults table matches the validator', async (t) => {
         'blockSize: the IPv6 default');
     }
     t.ok(accepted.some((x) => JSON.stringify(x) === JSON.stringify(actual)),
-      `${r.field}: README says ${accepted.map((x) => JSON.stringify(x)).join(' or ')}, the validator gives ${JSON.stringify(actual)}`);
+      `${r.field}: configuration.md says ${accepted.map((x) => JSON.stringify(x)).join(' or ')}, the validator gives ${JSON.stringify(actual)}`);
   }
   // The other direction: every field the validator fills in is in the table (itself or a parent).
   const given = new Set(leaves(INPUT));
@@ -111,20 +121,25 @@ t.test('README config defaults table matches the validator', async (t) => {
   for (const cfg of [linux, hns]) {
     for (const p of leaves(cfg)) {
       if (given.has(p)) continue;
-      t.ok(covered(p), `${p}: its default is in README's table`);
+      t.ok(covered(p), `${p}: its default is in configuration.md's table`);
     }
   }
 });
 
-t.test('every config example in README validates', async (t) => {
-  const blocks = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]);
+t.test('every config example in README.md and docs/ validates', async (t) => {
   let n = 0;
-  for (const text of blocks) {
-    const doc = parseYaml(text) as Record<string, unknown> | null;
-    // Config examples start with the config's own sections; Kubernetes manifests (kind:) and others are not configs.
-    if (!doc || typeof doc !== 'object' || 'kind' in doc || !('node' in doc || 'bgp' in doc || 'ipam' in doc)) continue;
-    n++;
-    t.doesNotThrow(() => parseConfig(text, 'README'), `README example starting ${JSON.stringify(text.split('\n')[0])} validates`);
+  for (const [page, md] of pages()) {
+    for (const m of md.matchAll(/```yaml\n([\s\S]*?)```/g)) {
+      const text = m[1]!;
+      const docs = parseAllDocuments(text).map((d) => d.toJS() as Record<string, unknown> | null);
+      // Config examples are one document that starts with the config's own sections; Kubernetes and Calico manifests
+      // (kind:, often several documents) and fragments of a section are not configs.
+      if (docs.length !== 1) continue;
+      const doc = docs[0];
+      if (!doc || typeof doc !== 'object' || 'kind' in doc || !('node' in doc || 'bgp' in doc || 'ipam' in doc)) continue;
+      n++;
+      t.doesNotThrow(() => parseConfig(text, page), `${page}: the example starting ${JSON.stringify(text.split('\n')[0])} validates`);
+    }
   }
-  t.ok(n >= 2, `README has config examples (${n})`);
+  t.ok(n >= 9, `README.md and docs/ have config examples (${n})`);
 });

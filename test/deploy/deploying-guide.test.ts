@@ -1,5 +1,6 @@
-// README "Deploying" is what an operator follows: its commands are checked against the manifests, both ways (as
-// test/docs/readme.test.ts checks README against the code). Every `kubectl` command's namespace, resource, label
+// docs/guides/deploying.md is what an operator follows: its commands are checked against the manifests, both ways
+// (as test/docs/configuration.test.ts checks docs/configuration.md against the code). Every `kubectl` command's
+// namespace, resource, label
 // and container exists in deploy/, the Secret it creates is the one the DaemonSets mount with exactly the keys their
 // configs read, the etcd user and role it makes are the ones node.yaml names with the prefixes blockspeaker writes,
 // the ports it names are the manifests'; and every DaemonSet, ConfigMap and Secret of the manifests is named there.
@@ -9,10 +10,9 @@ import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { manifest, repoRoot, type Manifest, type Obj } from './pod.ts';
 
-const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
-const start = readme.indexOf('\n## Deploying\n');
-const section = readme.slice(start, readme.indexOf('\n## ', start + 1));
-/** The section with every run of white space one space (README wraps lines inside `...`). */
+/** The whole guide: the deployment steps and the CNI plugin's installation. */
+const section = readFileSync(join(repoRoot, 'docs', 'guides', 'deploying.md'), 'utf8');
+/** The guide with every run of white space one space (it wraps lines inside `...`). */
 const flat = section.replace(/\s+/g, ' ');
 const manifests: Manifest[] = ['linux/blockspeaker.yaml', 'windows/blockspeaker.yaml'].map(manifest);
 
@@ -59,9 +59,9 @@ function keysRead(): Map<string, Set<string>> {
   return out;
 }
 
-t.test("README's kubectl commands name what the manifests have", async (t) => {
+t.test("the guide's kubectl commands name what the manifests have", async (t) => {
   const kubectl = commands().filter((w) => w[0] === 'kubectl');
-  t.ok(kubectl.length >= 8, `README's deployment section has the operator's kubectl commands (${kubectl.length})`);
+  t.ok(kubectl.length >= 8, `the guide has the operator's kubectl commands (${kubectl.length})`);
   const namespaces = new Set(all.map((d) => d.metadata.namespace as string));
   t.same([...namespaces], ['kube-system'], 'the manifests live in kube-system');
   const containers = new Set(manifests.flatMap((m) => [...m.pod.initContainers, ...m.pod.containers].map((c: Obj) => c.name as string)));
@@ -104,15 +104,15 @@ t.test("README's kubectl commands name what the manifests have", async (t) => {
       if (c) t.equal(c, main.command[main.command.indexOf('-c') + 1], `${cmd}: on the config the daemon runs with`);
     }
   }
-  // The other way: everything an operator creates or checks is in README.
-  for (const name of byKind('DaemonSet')) t.ok(named.DaemonSet.has(name) && section.includes(`daemonset/${name}`), `DaemonSet ${name}: README checks its rollout`);
-  for (const name of byKind('ConfigMap')) t.ok(named.ConfigMap.has(name), `ConfigMap ${name}: applied by a README command`);
-  for (const { v } of secretVolumes) t.ok(named.Secret.has(v.secret.secretName) || section.includes(`secret generic ${v.secret.secretName}`), `Secret ${v.secret.secretName}: README creates it`);
+  // The other way: everything an operator creates or checks is in the guide.
+  for (const name of byKind('DaemonSet')) t.ok(named.DaemonSet.has(name) && section.includes(`daemonset/${name}`), `DaemonSet ${name}: the guide checks its rollout`);
+  for (const name of byKind('ConfigMap')) t.ok(named.ConfigMap.has(name), `ConfigMap ${name}: applied by a command of the guide`);
+  for (const { v } of secretVolumes) t.ok(named.Secret.has(v.secret.secretName) || section.includes(`secret generic ${v.secret.secretName}`), `Secret ${v.secret.secretName}: the guide creates it`);
 });
 
-t.test('the Secret README creates is the one the DaemonSets mount, with exactly the keys their configs read', async (t) => {
+t.test('the Secret the guide creates is the one the DaemonSets mount, with exactly the keys their configs read', async (t) => {
   const create = commands().filter((w) => w[0] === 'kubectl' && w.includes('create') && w.includes('secret'));
-  t.equal(create.length, 1, 'README creates one Secret');
+  t.equal(create.length, 1, 'the guide creates one Secret');
   const w = create[0]!;
   const name = w[w.indexOf('generic') + 1]!;
   const read = keysRead();
@@ -124,12 +124,12 @@ t.test('the Secret README creates is the one the DaemonSets mount, with exactly 
   t.ok(endpoints, 'the etcd endpoints are in it');
 });
 
-t.test("README's etcd user is the one node.yaml names, with the prefixes blockspeaker writes", async (t) => {
+t.test("the guide's etcd user is the one node.yaml names, with the prefixes blockspeaker writes", async (t) => {
   const etcdctl = commands().filter((w) => w[0] === 'etcdctl');
   const user = etcdctl.find((w) => w[1] === 'user' && w[2] === 'add')?.[3];
   for (const m of manifests) {
     const cfg = parseYaml(m.configMap.data['node.yaml']) as Obj;
-    t.equal(cfg.ipam.etcd.username, user, `${m.file}: ipam.etcd.username is the user README adds`);
+    t.equal(cfg.ipam.etcd.username, user, `${m.file}: ipam.etcd.username is the user the guide adds`);
   }
   const role = etcdctl.find((w) => w[1] === 'role' && w[2] === 'add')?.[3];
   t.ok(etcdctl.some((w) => w.join(' ') === `etcdctl user grant-role ${user} ${role}`), 'the user gets the role');
@@ -138,17 +138,17 @@ t.test("README's etcd user is the one node.yaml names, with the prefixes blocksp
     "write under Calico's keys and ours, read everything (what test/deploy/linux-cluster.test.ts grants)");
 });
 
-t.test('the ports and files README names are the manifests\'', async (t) => {
+t.test('the ports and files the guide names are the manifests\'', async (t) => {
   for (const m of manifests) {
     const cfg = parseYaml(m.configMap.data['node.yaml']) as Obj;
     const metrics = String(cfg.status.metricsListen);
-    t.match(flat, metrics, `${m.file}: status.metricsListen ${metrics} is in README`);
+    t.match(flat, metrics, `${m.file}: status.metricsListen ${metrics} is in the guide`);
     t.match(flat, `\`status.listen\` stays on \`${cfg.status.listen}\``, `${m.file}: status.listen ${cfg.status.listen}`);
     const main = m.pod.containers[0] as Obj;
-    t.match(flat, [...main.command].slice(main.command.indexOf('run')).join(' ').replace(/^run /, ''), `${m.file}: README gives the daemon's arguments`);
+    t.match(flat, [...main.command].slice(main.command.indexOf('run')).join(' ').replace(/^run /, ''), `${m.file}: the guide gives the daemon's arguments`);
     const install = m.pod.initContainers[0] as Obj;
     const iargs = (install.command as string[]).slice((install.command as string[]).indexOf('install-cni'));
-    t.ok(flat.includes(iargs.join(' ')) || flat.includes(`${iargs.slice(0, 2).join(' ')} ...`), `${m.file}: README gives install-cni's arguments (${iargs.join(' ')})`);
+    t.ok(flat.includes(iargs.join(' ')) || flat.includes(`${iargs.slice(0, 2).join(' ')} ...`), `${m.file}: the guide gives install-cni's arguments (${iargs.join(' ')})`);
     t.match(flat, `prometheus.io/port: "${m.daemonSet.spec.template.metadata.annotations['prometheus.io/port']}"`, `${m.file}: the scrape port`);
   }
   t.match(flat, `curl -s http://NODE_IP:${parseYaml(manifests[0]!.configMap.data['node.yaml']).status.metricsListen.split(':')[1]}/readyz`, 'the readiness check on the metrics port');
