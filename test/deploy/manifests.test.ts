@@ -7,12 +7,13 @@
 // the Linux ConfigMap's config (layout switched to ours on a local store, peers and dataplane made local).
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { parseConfig, type Config } from '../../src/config/config.ts';
 import { linuxPlatform, realDeps } from '../../src/platform/platform.ts';
+import { openFileStore } from '../../src/store/file.ts';
 import { blockspeakerBin } from '../lib/cli.ts';
 import { freePort } from '../store/etcd-harness.ts';
 import { ETCD_SECRET, manifest, renderPod, repoRoot, type Manifest, type Obj, type RenderedPod } from './pod.ts';
@@ -201,6 +202,19 @@ t.test('systemd unit and its config', async (t) => {
   t.equal(cfg.ipam!.store, `/var/lib/${svc.get('StateDirectory')}`, 'the store is the StateDirectory');
   t.equal(dirname(cfg.ipc ? cfg.ipc.path : ''), `/run/${svc.get('RuntimeDirectory')}`, 'the socket is in the RuntimeDirectory');
   t.equal(sections.get('Install')!.get('WantedBy'), 'multi-user.target');
+  // systemd creates the StateDirectory with StateDirectoryMode (0755 when unset); the store must open in it.
+  const mode = Number.parseInt(svc.get('StateDirectoryMode') ?? '0755', 8);
+  const parent = mkdtempSync(join(tmpdir(), 'bs-unit-'));
+  try {
+    const dir = join(parent, 'blockspeaker');
+    mkdirSync(dir, { mode });
+    chmodSync(dir, mode);
+    const store = await openFileStore(dir);
+    await store.close();
+    t.pass(`the store opens in a StateDirectory made with mode ${mode.toString(8).padStart(4, '0')}`);
+  } finally {
+    rmSync(parent, { recursive: true, force: true });
+  }
 });
 
 t.test('every peer of every shipped config (deploy/, the Windows package) has a max-prefix limit', async (t) => {
