@@ -5,7 +5,7 @@
 // reflectors (a routeReflectorClusterID) are left out, and a route reflector itself is in no mesh at all.
 import type { MaxPrefixesConfig, PeerConfig, PeerGracefulRestart, SelectorPeerConfig } from '../config/types.ts';
 import type { SecretSource } from '../store/etcd-auth.ts';
-import { parseSelector } from '../ipam/selector.ts';
+import { parseSelector } from '../calico/selector.ts';
 import { nodeIP, type ClusterNode } from './node.ts';
 
 export interface MeshSettings {

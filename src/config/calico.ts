@@ -6,7 +6,7 @@
 import { LineCounter, parseAllDocuments, type Document } from 'yaml';
 import { parseAsNumber } from '../calico/v3.ts';
 import { maxLen, parseIP, parsePrefix, formatPrefix } from '../net/ip.ts';
-import { parseSelector } from '../ipam/selector.ts';
+import { parseSelector } from '../calico/selector.ts';
 import { suggest } from './check.ts';
 import { CALICO_FIELDS } from './calico-fields.ts';
 import { calicoPeerSecurity } from './calico-peer-security.ts';

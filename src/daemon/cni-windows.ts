@@ -19,7 +19,7 @@
 import { RESERVED_HANDLE_PREFIX, isReservedContainerId } from '../ipc/protocol.ts';
 import { keyedSerial } from '../ipc/serial.ts';
 import type { Ipam } from '../ipam/ipam.ts';
-import { parseSelector } from '../ipam/selector.ts';
+import { parseSelector } from '../calico/selector.ts';
 import { IpamError } from '../ipam/types.ts';
 import { type Family, parsePrefix } from '../net/ip.ts';
 import { type HcnApi, hcnQuery } from '../platform/windows-net-api.ts';

@@ -45,7 +45,7 @@ import {
 } from './block.ts';
 import { IpamStore, Pass } from './datastore.ts';
 import type { Layout } from './layout.ts';
-import { parseSelector } from './selector.ts';
+import { parseSelector } from '../calico/selector.ts';
 import { validateConfig, validateHost, validatePool } from './validate.ts';
 import {
   IpamError,

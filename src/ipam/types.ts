@@ -24,7 +24,7 @@ export interface Pool {
   name: string;
   cidr: string;
   blockSize: number;
-  /** Calico selector (full grammar, see src/ipam/selector.ts). */
+  /** Calico selector (full grammar, see src/calico/selector.ts). */
   nodeSelector: string;
   disabled: boolean;
   allowedUses: Use[];

@@ -1,7 +1,7 @@
 // Checks on what IPAM is given (a pool spec, a host, the settings) and, through the blockspeaker layout's decoders
 // (layout.ts), on the same records read back from the store. Every error names the field.
 import { maxLen, parsePrefix, type Prefix } from '../net/ip.ts';
-import { parseSelector, SelectorError } from './selector.ts';
+import { parseSelector, SelectorError } from '../calico/selector.ts';
 import { IpamError, type Host, type IpamConfig, type Pool, type PoolSpec, type ReservationPolicy, type Use } from './types.ts';
 
 const NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;

@@ -15,7 +15,7 @@
 import { formatIP, ipAt, maxLen, parseIP, parsePrefix, prefixContainsIP, subnetAt, subnetCount, type Prefix } from '../net/ip.ts';
 import { affineHost, ordinalsOfHandle } from '../ipam/block.ts';
 import type { Ipam } from '../ipam/ipam.ts';
-import { parseSelector } from '../ipam/selector.ts';
+import { parseSelector } from '../calico/selector.ts';
 import { IpamError, type AssignResult, type Pool } from '../ipam/types.ts';
 import type {
   Addressing,

@@ -2,7 +2,7 @@
 // random expression trees as selector text and compares the parsed predicate with direct evaluation of the tree.
 import t from 'tap';
 import fc from 'fast-check';
-import { parseSelector, SelectorError, type Labels } from '../../src/ipam/selector.ts';
+import { parseSelector, SelectorError, type Labels } from '../../src/calico/selector.ts';
 
 type T = Parameters<Parameters<typeof t.test>[0]>[0];
 
