@@ -2,7 +2,8 @@
 // live in the datastore: our own layout (/blockspeaker/cluster/v1/nodes/<name>) and Calico's v3 Node resource
 // (/calico/resources/v3/projectcalico.org/nodes/<name>). A NodeLayout is all the registry needs to know of either,
 // so a store in Calico's layout is wired by handing the registry `calicoNodeLayout`.
-import { CALICO_NODES, parseAsNumber, readCalicoNode, writeCalicoNode } from '../calico/v3.ts';
+import { CALICO_NODES } from '../calico/keys.ts';
+import { parseAsNumber, readCalicoNode, writeCalicoNode } from '../calico/node.ts';
 import { ClusterError, checkNode, type ClusterNode } from '../calico/node-bgp.ts';
 
 export { ClusterError, checkNode, nodeIP, type ClusterNode } from '../calico/node-bgp.ts';
@@ -42,9 +43,7 @@ export const ourNodeLayout: NodeLayout = {
 };
 
 // ---- Calico's Node resource -----------------------------------------------------------------------------------
-// Read and written by src/calico/v3.ts (shared with IPAM's hosts); here only the BGP identity is checked.
-
-export { parseAsNumber };
+// Read and written by src/calico/node.ts (shared with IPAM's hosts); here only the BGP identity is checked.
 
 /** The Node resource as calico-node writes it, over `existing`: fields other writers put there are kept. */
 export function toCalicoNode(n: ClusterNode, existing?: Record<string, unknown>): Record<string, unknown> {

@@ -7,9 +7,11 @@
 //  - Calico's: the v3 Node resource, where Calico for Windows keeps them too: spec.vxlanTunnelMACAddr (the MAC) and
 //    spec.bgp.ipv4Address (felix's windows VXLAN manager uses the node's IPv4 address as ProviderAddress). Only
 //    vxlanTunnelMACAddr is written: the BGP address is the node registry's; a PA that differs from it cannot be
-//    expressed there, and the publisher says so.
+//    expressed there, and the publisher says so. The Node's JSON is read and written by src/calico/node.ts.
 import type { Store } from '../store/types.ts';
 import { formatIP, parseIP } from '../net/ip.ts';
+import { CALICO_NODES } from '../calico/keys.ts';
+import { readCalicoNodeVxlan, writeCalicoNodeVxlanMac } from '../calico/node.ts';
 import { nodeIP } from './node.ts';
 
 export interface VtepFacts {
@@ -72,20 +74,19 @@ export const ourVtepLayout: VtepLayout = {
   encode: (f) => JSON.stringify({ providerAddress: f.providerAddress, drMac: f.drMac }),
 };
 
-const CALICO_ROOT = '/calico/resources/v3/projectcalico.org/nodes/';
-
 export const calicoVtepLayout: VtepLayout = {
   name: 'calico',
-  prefix: CALICO_ROOT,
-  key: (node) => `${CALICO_ROOT}${node}`,
+  prefix: CALICO_NODES,
+  key: (node) => `${CALICO_NODES}${node}`,
   nodeOf(key) {
-    const rest = key.slice(CALICO_ROOT.length);
-    return key.startsWith(CALICO_ROOT) && rest !== '' && !rest.includes('/') ? rest : null;
+    const rest = key.slice(CALICO_NODES.length);
+    return key.startsWith(CALICO_NODES) && rest !== '' && !rest.includes('/') ? rest : null;
   },
   decode(value) {
     try {
-      const spec = ((JSON.parse(value) as Record<string, any>)?.spec ?? {}) as Record<string, any>;
-      return { providerAddress: canonicalIP(nodeIP(spec.bgp?.ipv4Address)), drMac: windowsMac(spec.vxlanTunnelMACAddr) };
+      const n = readCalicoNodeVxlan(JSON.parse(value));
+      // an address that is not a string throws in nodeIP: the value then holds no facts, as any malformed one
+      return { providerAddress: canonicalIP(nodeIP(n.ipv4Address as string | undefined)), drMac: windowsMac(n.vxlanTunnelMACAddr) };
     } catch {
       return null;
     }
@@ -95,9 +96,7 @@ export const calicoVtepLayout: VtepLayout = {
     try {
       prev = previous === undefined ? {} : (JSON.parse(previous) as Record<string, any>);
     } catch { /* a malformed resource is replaced by a minimal one */ }
-    const metadata = { ...(prev.metadata ?? {}) };
-    const spec = { ...(prev.spec ?? {}), vxlanTunnelMACAddr: f.drMac };
-    return JSON.stringify({ kind: 'Node', apiVersion: 'projectcalico.org/v3', ...prev, metadata, spec });
+    return JSON.stringify(writeCalicoNodeVxlanMac(f.drMac, prev));
   },
 };
 

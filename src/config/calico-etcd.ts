@@ -5,10 +5,8 @@
 // A resource that does not decode, or that the importer refuses, is reported once per revision with its key and
 // field; its last good version stays in force (a fresh key that never decoded is simply absent). A BGPPeer naming
 // a BGPFilter that does not exist (any more) is left out, with a warning, rather than applied unfiltered.
-import { CALICO_V3_ROOT } from '../calico/v3.ts';
+import { CALICO_V3_ROOT } from '../calico/keys.ts';
 import { importCalico, type CalicoImport } from './calico.ts';
-
-export const CALICO_V3 = CALICO_V3_ROOT;
 
 /** The kinds the daemon watches, by the plural etcd keys them under. Nodes belong to the cluster registry. */
 export const WATCHED_KINDS: Readonly<Record<string, string>> = {
@@ -30,8 +28,8 @@ export interface ResourceKey {
 
 /** The watched kind a key holds, or undefined for any other key (nodes, other plurals, deeper paths). */
 export function watchedKey(key: string): ResourceKey | undefined {
-  if (!key.startsWith(CALICO_V3)) return undefined;
-  const rest = key.slice(CALICO_V3.length);
+  if (!key.startsWith(CALICO_V3_ROOT)) return undefined;
+  const rest = key.slice(CALICO_V3_ROOT.length);
   const slash = rest.indexOf('/');
   if (slash <= 0) return undefined;
   const plural = rest.slice(0, slash);

@@ -1,7 +1,7 @@
 // Calico BGPFilter rules beyond plain prefix lists: NotEqual/NotIn, source, peerType, communities, asPathPrefix,
 // priority and operations (addCommunity, prependASPath, setPriority). A peer whose filters use any of them gets
 // the filters as a route policy (src/bgp/route-policy.ts) instead of prefix lists. Checks name the field.
-import { parseAsNumber } from '../calico/v3.ts';
+import { parseAsNumber } from '../calico/node.ts';
 import { maxLen, parsePrefix, formatPrefix } from '../net/ip.ts';
 import { parseCommunity } from '../bgp/communities.ts';
 import type { PolicyOperation, PolicyRule } from '../bgp/route-policy.ts';

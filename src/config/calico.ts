@@ -1,14 +1,14 @@
 // Calico v3 manifests (projectcalico.org/v3) as blockspeaker pools, peers, node identity and settings, so an
 // existing Calico user can bring the IPPool / BGPPeer / BGPConfiguration / BGPFilter / IPAMConfiguration / Node
 // objects they already have. Nothing is lost silently: every spec field is honoured, warned (with the reason) or
-// refused, per src/config/calico-fields.ts; an unknown kind or field (a typo such as natOutgoin) is refused. Any
+// refused, per src/calico/fields.ts; an unknown kind or field (a typo such as natOutgoin) is refused. Any
 // error refuses the whole file: each one names the file, document, object, field and line.
 import { LineCounter, parseAllDocuments, type Document } from 'yaml';
-import { parseAsNumber } from '../calico/v3.ts';
+import { parseAsNumber } from '../calico/node.ts';
 import { maxLen, parseIP, parsePrefix, formatPrefix } from '../net/ip.ts';
 import { parseSelector } from '../calico/selector.ts';
 import { suggest } from './check.ts';
-import { CALICO_FIELDS } from './calico-fields.ts';
+import { CALICO_FIELDS } from '../calico/fields.ts';
 import { calicoPeerSecurity } from './calico-peer-security.ts';
 import type { SecretSource } from '../store/etcd-auth.ts';
 import { resolveCommunities } from './communities.ts';

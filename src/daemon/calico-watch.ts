@@ -3,9 +3,9 @@
 // /calico/ipam/v2/config, decode each resource with the manifest importer (src/config/calico-etcd.ts), and hand
 // the daemon a config merged the way a manifest file is merged: node.yaml wins, and every disagreement is a warning
 // that says which value is used. IPPools go straight to IPAM's pool cache, so allocations do not re-read them.
-import { CalicoResourceSet, CALICO_V3, watchedKey, type NodeView, type ResourceState } from '../config/calico-etcd.ts';
+import { CALICO_V3_ROOT, calicoKeys } from '../calico/keys.ts';
+import { CalicoResourceSet, watchedKey, type NodeView, type ResourceState } from '../config/calico-etcd.ts';
 import type { Config } from '../config/types.ts';
-import { calicoKeys } from '../ipam/calico/model.ts';
 import { decodeIPPool } from '../ipam/calico/resources.ts';
 import { ipamConfigStatus, type IpamConfigStatus } from '../ipam/calico/ipamconfig.ts';
 import type { Ipam } from '../ipam/ipam.ts';
@@ -109,7 +109,7 @@ export class CalicoWatch {
     this.watchers = [];
     const rev = await this.deps.store.revision();
     const seen = new Set<string>();
-    for (const kv of await this.deps.store.list(CALICO_V3)) {
+    for (const kv of await this.deps.store.list(CALICO_V3_ROOT)) {
       if (!watchedKey(kv.key)) continue;
       seen.add(kv.key);
       for (const w of this.set.put(kv.key, kv.value, kv.modRevision)) this.deps.warn(w);
@@ -126,7 +126,7 @@ export class CalicoWatch {
         await this.refreshIpamConfig();
       });
     };
-    this.watchers.push(this.deps.store.watch(CALICO_V3, rev, (evs) => this.onEvents(evs), onError));
+    this.watchers.push(this.deps.store.watch(CALICO_V3_ROOT, rev, (evs) => this.onEvents(evs), onError));
     this.watchers.push(this.deps.store.watch(calicoKeys.config, rev, (evs) => this.onConfigEvents(evs), onError));
   }
 

@@ -239,7 +239,7 @@ export class Daemon {
     await this.ensurePools(ipam, ic.pools);
     this.ipam = ipam;
     if (calico) {
-      const [{ NODE_GONE_GRACE_MS, NodeCleanup }, { resourceKeys }] = await Promise.all([import('../ipam/calico/node-cleanup.ts'), import('../ipam/calico/resources.ts')]);
+      const [{ NODE_GONE_GRACE_MS, NodeCleanup }, { resourceKeys }] = await Promise.all([import('../ipam/calico/node-cleanup.ts'), import('../calico/keys.ts')]);
       this.nodeCleanup = new NodeCleanup(ipam, { graceMs: NODE_GONE_GRACE_MS, log: (m) => this.log.info(m) });
       this.nodeCleanup.start(resourceKeys.nodes, 60_000);
     }

@@ -4,7 +4,7 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { importCalico } from '../../src/config/calico.ts';
-import { CALICO_FIELDS } from '../../src/config/calico-fields.ts';
+import { CALICO_FIELDS } from '../../src/calico/fields.ts';
 
 const fixture = JSON.parse(readFileSync(new URL('../../fixtures/calico/v3-spec-fields.json', import.meta.url), 'utf8')) as Record<string, string[] | string>;
 const fieldsDoc = readFileSync(new URL('../../docs/reference/calico-fields.md', import.meta.url), 'utf8');

@@ -2,7 +2,7 @@
 // notes are not problems, nothing is repaired; and the real `blockspeaker ipam --layout calico` command on etcd.
 import t from 'tap';
 import { checkCalico } from '../../src/ipam/calico/check.ts';
-import { calicoKeys } from '../../src/ipam/calico/model.ts';
+import { calicoKeys } from '../../src/calico/keys.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { openStore } from '../../src/store/open.ts';
 import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';

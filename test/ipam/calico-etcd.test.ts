@@ -5,7 +5,8 @@
 import t, { type Test } from 'tap';
 import { Ipam } from '../../src/ipam/ipam.ts';
 import { calicoLayout } from '../../src/ipam/calico/layout.ts';
-import { blockProblems, calicoKeys, decodeBlock, encodeBlock } from '../../src/ipam/calico/model.ts';
+import { calicoKeys } from '../../src/calico/keys.ts';
+import { blockProblems, decodeBlock, encodeBlock } from '../../src/calico/ipam-model.ts';
 import { checkCalico } from '../../src/ipam/calico/check.ts';
 import { openStore } from '../../src/store/open.ts';
 import { parseIP, parsePrefix, prefixContainsIP } from '../../src/net/ip.ts';

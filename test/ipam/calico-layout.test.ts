@@ -3,7 +3,8 @@
 import t from 'tap';
 import { Ipam } from '../../src/ipam/ipam.ts';
 import { calicoLayout } from '../../src/ipam/calico/layout.ts';
-import { calicoKeys, decodeBlock, decodeHandle, encodeBlock } from '../../src/ipam/calico/model.ts';
+import { calicoKeys } from '../../src/calico/keys.ts';
+import { decodeBlock, decodeHandle, encodeBlock } from '../../src/calico/ipam-model.ts';
 import { startCalicoLayout } from '../../src/ipam/calico/start.ts';
 import { NodeCleanup } from '../../src/ipam/calico/node-cleanup.ts';
 import { checkCalico } from '../../src/ipam/calico/check.ts';

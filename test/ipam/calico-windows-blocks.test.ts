@@ -4,7 +4,8 @@
 import t from 'tap';
 import { Ipam } from '../../src/ipam/ipam.ts';
 import { calicoLayout } from '../../src/ipam/calico/layout.ts';
-import { calicoKeys, decodeBlock, isWindowsReserved } from '../../src/ipam/calico/model.ts';
+import { calicoKeys } from '../../src/calico/keys.ts';
+import { decodeBlock, isWindowsReserved } from '../../src/calico/ipam-model.ts';
 import { checkCalico } from '../../src/ipam/calico/check.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { ipamConfig, node } from './calico-fixtures.ts';

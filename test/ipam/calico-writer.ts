@@ -7,9 +7,9 @@
 //           handle's count.
 import type { KeyValue, Store } from '../../src/store/types.ts';
 import { parsePrefix, prefixContainsPrefix, subnetAt, subnetCount, ipAt, formatIP } from '../../src/net/ip.ts';
+import { calicoKeys } from '../../src/calico/keys.ts';
 import {
   attributeJson,
-  calicoKeys,
   decodeAffinity,
   decodeBlock,
   decodeHandle,
@@ -21,7 +21,7 @@ import {
   isWindowsReserved,
   type CalicoAttribute,
   type CalicoBlock,
-} from '../../src/ipam/calico/model.ts';
+} from '../../src/calico/ipam-model.ts';
 
 export class CalicoWriter {
   /** Conflicts met (compare-and-swap failures), to show the test really contended. */

@@ -6,15 +6,14 @@ import type { KeyValue, Store } from '../../store/types.ts';
 import { keys as ownKeys } from '../layout.ts';
 import {
   blockProblems,
-  calicoKeys,
   decodeAffinity,
   decodeBlock,
   decodeHandle,
   isWindowsReserved,
   WINDOWS_RESERVED_HANDLE,
   type CalicoBlock,
-} from './model.ts';
-import { resourceKeys } from './resources.ts';
+} from '../../calico/ipam-model.ts';
+import { calicoKeys, resourceKeys } from '../../calico/keys.ts';
 
 export interface CheckReport {
   blocks: number;

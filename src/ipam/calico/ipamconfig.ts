@@ -4,9 +4,8 @@
 // resource disagrees with it (a common surprise).
 import type { Store } from '../../store/types.ts';
 import type { IpamConfig } from '../types.ts';
-import { parseJson, JsonNumber, type JsonObject } from './json.ts';
-import { calicoKeys } from './model.ts';
-import { resourceKeys } from './resources.ts';
+import { parseJson, JsonNumber, type JsonObject } from '../../calico/ipam-json.ts';
+import { calicoKeys, resourceKeys } from '../../calico/keys.ts';
 import type { Layout } from '../layout.ts';
 
 export interface IpamConfigStatus {

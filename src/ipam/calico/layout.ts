@@ -1,4 +1,4 @@
-// The calico layout: IPAM records kept exactly as libcalico-go keeps them in etcd v3 (model.ts), mapped to the
+// The calico layout: IPAM records kept exactly as libcalico-go keeps them in etcd v3 (src/calico/ipam-model.ts), mapped to the
 // records the allocator works on, so calico-node and blockspeaker allocate from the same blocks.
 //
 // Mapping (Calico -> ours):
@@ -18,13 +18,11 @@ import type { KeyValue } from '../../store/types.ts';
 import type { Layout, LayoutKeys } from '../layout.ts';
 import { keys as ownKeys } from '../layout.ts';
 import { IpamError, type AllocationAttr, type BlockRecord, type Host, type IpamConfig } from '../types.ts';
-import { goMapOrder, parseJson, stringifyJson, type JsonObject, type JsonValue } from './json.ts';
+import { goMapOrder, parseJson, stringifyJson, type JsonObject, type JsonValue } from '../../calico/ipam-json.ts';
 import {
   attributeJson,
   blockCidrOfKey,
   blockProblems,
-  CALICO_IPAM,
-  calicoKeys,
   CalicoDecodeError,
   decodeAffinity,
   decodeBlock,
@@ -40,8 +38,9 @@ import {
   type CalicoAttribute,
   type CalicoBlock,
   type CalicoIpamConfig,
-} from './model.ts';
-import { decodeIPPool, decodeNode, encodeIPPool, resourceKeys } from './resources.ts';
+} from '../../calico/ipam-model.ts';
+import { CALICO_IPAM, calicoKeys, resourceKeys } from '../../calico/keys.ts';
+import { decodeIPPool, decodeNode, encodeIPPool } from './resources.ts';
 
 export interface CalicoLayoutOptions {
   /** Wall clock in ms (new blocks' sequence numbers and claim times, cooldown times). */

@@ -3,7 +3,7 @@
 // strict_affinity on, which a Windows node needs and which the file may ask for explicitly.
 import type { Ipam } from '../ipam.ts';
 import { IpamError, type OS } from '../types.ts';
-import { calicoKeys } from './model.ts';
+import { calicoKeys } from '../../calico/keys.ts';
 
 export async function startCalicoLayout(ipam: Ipam, node: { name: string; os: OS }, wanted: { strictAffinity: boolean }): Promise<void> {
   const cfg = await ipam.getConfig();

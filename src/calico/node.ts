@@ -1,15 +1,15 @@
 // Calico's v3 Node resource as the etcdv3 datastore keeps it (/calico/resources/v3/projectcalico.org/nodes/<name>):
-// the one reader and writer of its JSON. IPAM (a node's name, labels and OS) and the cluster registry (its BGP
-// identity) both start from what this module reads, so the two never disagree on what a Node says. It sits on the
-// ground floor beside net/: it knows Calico's shapes, nothing of IPAM or BGP.
+// the one reader and writer of its JSON. IPAM (a node's name, labels and OS), the cluster registry (its BGP
+// identity) and the overlay's VTEP records (its VXLAN MAC) all start from what this module reads, so none of them
+// disagrees on what a Node says. It sits on the ground floor beside net/: it knows Calico's shapes, nothing of IPAM
+// or BGP.
 //
 // Facts (libcalico-go api/pkg/apis/projectcalico/v3 Node, NodeBGPSpec): the OS is only the kubernetes.io/os label;
 // spec.bgp holds asNumber (a number, or asdot "HI.LO" as text), ipv4Address/ipv6Address (an address with its
 // length), ipv4IPIPTunnelAddr and routeReflectorClusterID; other writers (calico-node, kube-controllers) add uid,
-// creationTimestamp, VXLAN/WireGuard addresses, orchRefs and status.
-
-export const CALICO_V3_ROOT = '/calico/resources/v3/projectcalico.org/';
-export const CALICO_NODES = `${CALICO_V3_ROOT}nodes/`;
+// creationTimestamp, VXLAN/WireGuard addresses, orchRefs and status. Calico for Windows keeps the node's VXLAN MAC
+// in spec.vxlanTunnelMACAddr.
+import { CALICO_NODES } from './keys.ts';
 
 export class CalicoNodeError extends Error {
   override name = 'CalicoNodeError';
@@ -106,4 +106,20 @@ export function writeCalicoNode(n: { name: string; labels: Record<string, string
     metadata: { ...prevMeta, name: n.name, labels: { ...n.labels } },
     spec: { ...prevSpec, bgp },
   };
+}
+
+/**
+ * What the overlay reads of a Node (parsed JSON), as written and unchecked: spec.bgp.ipv4Address (felix's Windows
+ * VXLAN manager uses it as the provider address) and spec.vxlanTunnelMACAddr. Any JSON value reads; absent: undefined.
+ */
+export function readCalicoNodeVxlan(obj: unknown): { ipv4Address: unknown; vxlanTunnelMACAddr: unknown } {
+  const spec = ((obj as Record<string, any>)?.spec ?? {}) as Record<string, any>;
+  return { ipv4Address: spec.bgp?.ipv4Address, vxlanTunnelMACAddr: spec.vxlanTunnelMACAddr };
+}
+
+/** `existing` (the Node now in the store, {} for none) with spec.vxlanTunnelMACAddr set: every other field is kept. */
+export function writeCalicoNodeVxlanMac(mac: string, existing: Record<string, any>): Obj {
+  const metadata = { ...(existing.metadata ?? {}) };
+  const spec = { ...(existing.spec ?? {}), vxlanTunnelMACAddr: mac };
+  return { kind: 'Node', apiVersion: 'projectcalico.org/v3', ...existing, metadata, spec };
 }

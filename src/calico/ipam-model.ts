@@ -8,10 +8,9 @@
 //
 // Field order on write is Go's struct order; Go maps are written with sorted keys. Fields we do not know are kept
 // (in the order read) after the known ones, so a newer calico-node's fields survive our rewrite.
-import { parsePrefix, type Prefix } from '../../net/ip.ts';
-import { goMapOrder, JsonNumber, JsonSyntaxError, parseJson, stringifyJson, type JsonObject, type JsonValue } from './json.ts';
+import { parsePrefix, type Prefix } from '../net/ip.ts';
+import { goMapOrder, JsonNumber, JsonSyntaxError, parseJson, stringifyJson, type JsonObject, type JsonValue } from './ipam-json.ts';
 
-export const CALICO_IPAM = '/calico/ipam/v2/';
 export const WINDOWS_RESERVED_HANDLE = 'windows-reserved-ipam-handle';
 export const WINDOWS_RESERVED_NOTE = 'windows host rsvd';
 
@@ -22,21 +21,7 @@ export class CalicoDecodeError extends Error {
 
 const U64_MAX = (1n << 64n) - 1n;
 
-// ---- keys ---------------------------------------------------------------------------------------------------
-
-const dashed = (cidr: string): string => cidr.replace('/', '-');
-const family = (cidr: string): string => (cidr.includes(':') ? '6' : '4');
-
-export const calicoKeys = {
-  config: `${CALICO_IPAM}config`,
-  blocks: `${CALICO_IPAM}assignment/`,
-  block: (cidr: string) => `${CALICO_IPAM}assignment/ipv${family(cidr)}/block/${dashed(cidr)}`,
-  allHostAffinities: `${CALICO_IPAM}host/`,
-  hostAffinities: (host: string) => `${CALICO_IPAM}host/${host}/`,
-  affinity: (host: string, cidr: string) => `${CALICO_IPAM}host/${host}/ipv${family(cidr)}/block/${dashed(cidr)}`,
-  handles: `${CALICO_IPAM}handle/`,
-  handle: (id: string) => `${CALICO_IPAM}handle/${id}`,
-};
+// ---- keys: what a key names (keys.ts builds them) -----------------------------------------------------------
 
 const BLOCK_KEY = /^\/calico\/ipam\/v2\/assignment\/ipv([46])\/block\/([^/]+)$/;
 const AFFINITY_KEY = /^\/calico\/ipam\/v2\/host\/([^/]+)\/ipv([46])\/block\/([^/]+)$/;

@@ -4,7 +4,8 @@
 // against an oracle that deletes our fields from both sides.
 import t from 'tap';
 import fc from 'fast-check';
-import { CALICO_NODES, decodeCalicoNode, OWNED_BGP_FIELDS, parseAsNumber, readCalicoNode, writeCalicoNode } from '../../src/calico/v3.ts';
+import { CALICO_NODES } from '../../src/calico/keys.ts';
+import { decodeCalicoNode, OWNED_BGP_FIELDS, parseAsNumber, readCalicoNode, writeCalicoNode } from '../../src/calico/node.ts';
 import { decodeNode } from '../../src/ipam/calico/resources.ts';
 import { calicoNodeLayout } from '../../src/cluster/node.ts';
 

@@ -2,10 +2,10 @@
 // round-trip properties of the typed codecs.
 import t from 'tap';
 import fc from 'fast-check';
-import { JsonNumber, parseJson, stringifyJson, type JsonValue } from '../../src/ipam/calico/json.ts';
+import { JsonNumber, parseJson, stringifyJson, type JsonValue } from '../../src/calico/ipam-json.ts';
+import { calicoKeys } from '../../src/calico/keys.ts';
 import {
   blockProblems,
-  calicoKeys,
   decodeAffinity,
   decodeBlock,
   decodeHandle,
@@ -15,8 +15,8 @@ import {
   encodeHandle,
   encodeIpamConfig,
   type CalicoBlock,
-} from '../../src/ipam/calico/model.ts';
-import { calicoCluster, linuxBlockA, linuxBlockB, SEQ_A, windowsBlock } from './calico-fixtures.ts';
+} from '../../src/calico/ipam-model.ts';
+import { calicoCluster, linuxBlockA, linuxBlockB, SEQ_A, windowsBlock } from '../ipam/calico-fixtures.ts';
 
 function plain(v: JsonValue): unknown {
   if (v instanceof JsonNumber) return Number(v.text);
