@@ -7,13 +7,11 @@ import { readFileSync } from 'node:fs';
 import * as net from 'node:net';
 import { inspect } from 'node:util';
 import type { IP } from '../net/ip.ts';
+import type { SecretSource } from '../store/etcd-auth.ts';
 import {
   acceptedOptions, connectOptions, encodeMd5Sig, listenerKeyRemoval, listenerOptions, SOL_TCP, TCP_MD5SIG, TCP_MD5SIG_MAXKEYLEN,
   type PeerSocketNeeds, type SockAddr, type SocketCalls, type SocketOptionsHost,
 } from '../platform/sockopt.ts';
-
-/** Where a password is: a file (its content without a final newline) or an environment variable. */
-export type PasswordSource = { file: string } | { env: string };
 
 const SALT = randomBytes(16);
 
@@ -54,12 +52,12 @@ export interface PeerSecurity {
   problem: string | null;
 }
 
-function describe(src: PasswordSource): string {
+function describe(src: SecretSource): string {
   return 'file' in src ? `file ${src.file}` : `environment variable ${src.env}`;
 }
 
 /** The peer's key from its password source; errors name the file or variable, never the content. */
-export function readPeerPassword(src: PasswordSource, env: NodeJS.ProcessEnv = process.env): PeerKey {
+export function readPeerPassword(src: SecretSource, env: NodeJS.ProcessEnv = process.env): PeerKey {
   let text: string;
   if ('file' in src) {
     try {
@@ -80,7 +78,7 @@ export function readPeerPassword(src: PasswordSource, env: NodeJS.ProcessEnv = p
   return new PeerKey(bytes);
 }
 
-export function peerSecurity(cfg: { password?: PasswordSource; ttlSecurity?: number }, env?: NodeJS.ProcessEnv): PeerSecurity {
+export function peerSecurity(cfg: { password?: SecretSource; ttlSecurity?: number }, env?: NodeJS.ProcessEnv): PeerSecurity {
   const out: PeerSecurity = { md5Key: null, ttlSecurity: cfg.ttlSecurity ?? null, problem: null };
   if (out.ttlSecurity !== null && (!Number.isInteger(out.ttlSecurity) || out.ttlSecurity < 1 || out.ttlSecurity > 255)) {
     throw new Error(`ttlSecurity must be 1..255 hops, got ${out.ttlSecurity}`);

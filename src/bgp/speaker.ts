@@ -17,7 +17,8 @@ import {
 import type { DownInfo } from './fsm.ts';
 import { MaxPrefixGuard, normMaxPrefixes, type MaxPrefixesConfig, type MaxPrefixLimits, type MaxPrefixStatus } from './maxprefix.ts';
 import { PeerErrors, type PeerErrorCounts } from './peer-errors.ts';
-import { PeerSockets, peerSecurity, wantsSocketOptions, type PasswordSource, type PeerSecurity } from './peer-security.ts';
+import { PeerSockets, peerSecurity, wantsSocketOptions, type PeerSecurity } from './peer-security.ts';
+import type { SecretSource as PasswordSource } from '../store/etcd-auth.ts';
 import { onlyKeyChanged } from './md5-rekey.ts';
 import { hostSocketOptions, type SocketOptionsHost } from '../platform/sockopt.ts';
 import { compilePrefixList, sameRules, type PrefixFilter, type PrefixRule } from './policy.ts';
