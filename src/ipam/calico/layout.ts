@@ -1,5 +1,5 @@
-// The calico layout: IPAM records kept exactly as libcalico-go keeps them in etcd v3 (src/calico/ipam-model.ts), mapped to the
-// records the allocator works on, so calico-node and blockspeaker allocate from the same blocks.
+// The calico layout: IPAM records kept exactly as libcalico-go keeps them in etcd v3 (src/calico/ipam-model.ts),
+// mapped to the records the allocator works on, so calico-node and blockspeaker allocate from the same blocks.
 //
 // Mapping (Calico -> ours):
 // - ordinals allocated to the "windows-reserved-ipam-handle" attribute -> `reserved` (and os windows, not
