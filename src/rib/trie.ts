@@ -17,7 +17,7 @@
 //    the pools. Deleting a prefix collapses chunks left with no prefixes and no children.
 //
 // Values are integers 0..2^31-1 chosen by the caller (typically an index into the caller's own route table); -1
-// means "no route". `PrefixMap<V>` wraps two tries (one per family) and stores arbitrary values.
+// means "no route".
 import { type Family, IP, Prefix, maxLen, wordMask } from '../net/ip.ts';
 
 /** A stored prefix and its value. */
@@ -1072,119 +1072,5 @@ export class Trie {
     this.valFree.fill(NONE);
     this.valFreeWords = 0;
     this.bumpedSinceCompact = 0;
-  }
-}
-
-/** Entry of a PrefixMap. */
-export interface PrefixMapEntry<V> {
-  prefix: Prefix;
-  value: V;
-}
-
-/**
- * A map from prefixes (both families) to arbitrary values, on top of two tries. Values live in a plain array
- * indexed by the trie's value slot; freed slots are reused. Tries are created on first use of a family.
- */
-export class PrefixMap<V> {
-  private t4: Trie | undefined;
-  private t6: Trie | undefined;
-  private values: (V | undefined)[] = [];
-  private freeSlots: number[] = [];
-
-  constructor(private readonly options: TrieOptions = {}) {}
-
-  get size(): number {
-    return (this.t4?.size ?? 0) + (this.t6?.size ?? 0);
-  }
-
-  /** The trie of one family (created if needed), for hot paths that want lpm4/lpm6 and raw slots. */
-  trie(family: Family): Trie {
-    if (family === 4) return (this.t4 ??= new Trie(4, this.options));
-    return (this.t6 ??= new Trie(6, this.options));
-  }
-
-  /** The value stored in a slot returned by the raw trie methods. */
-  slotValue(slot: number): V | undefined {
-    return slot < 0 ? undefined : this.values[slot];
-  }
-
-  set(prefix: Prefix, value: V): this {
-    const t = this.trie(prefix.family);
-    const slot = t.get(prefix);
-    if (slot !== NONE) this.values[slot] = value;
-    else {
-      const s = this.freeSlots.length > 0 ? this.freeSlots.pop()! : this.values.length;
-      this.values[s] = value;
-      t.insert(prefix, s);
-    }
-    return this;
-  }
-
-  get(prefix: Prefix): V | undefined {
-    const t = prefix.family === 4 ? this.t4 : this.t6;
-    return t ? this.slotValue(t.get(prefix)) : undefined;
-  }
-
-  has(prefix: Prefix): boolean {
-    const t = prefix.family === 4 ? this.t4 : this.t6;
-    return t ? t.get(prefix) !== NONE : false;
-  }
-
-  delete(prefix: Prefix): boolean {
-    const t = prefix.family === 4 ? this.t4 : this.t6;
-    if (!t) return false;
-    const slot = t.delete(prefix);
-    if (slot === NONE) return false;
-    this.values[slot] = undefined;
-    this.freeSlots.push(slot);
-    return true;
-  }
-
-  /** The value of the longest prefix containing `ip` (fast path). */
-  lookup(ip: IP): V | undefined {
-    const t = ip.family === 4 ? this.t4 : this.t6;
-    return t ? this.slotValue(t.lpmWords(ip.w0, ip.w1, ip.w2, ip.w3)) : undefined;
-  }
-
-  /** Longest-prefix match with the matching prefix. */
-  lpm(ip: IP): PrefixMapEntry<V> | undefined {
-    const t = ip.family === 4 ? this.t4 : this.t6;
-    const e = t?.lpm(ip);
-    return e && { prefix: e.prefix, value: this.values[e.value] as V };
-  }
-
-  /** Stored prefixes containing `x`, shortest first. */
-  covering(x: IP | Prefix): PrefixMapEntry<V>[] {
-    const t = x.family === 4 ? this.t4 : this.t6;
-    return t ? t.covering(x).map((e) => ({ prefix: e.prefix, value: this.values[e.value] as V })) : [];
-  }
-
-  /** Stored prefixes inside `prefix`, in comparePrefix order. */
-  coveredBy(prefix: Prefix): PrefixMapEntry<V>[] {
-    const t = prefix.family === 4 ? this.t4 : this.t6;
-    return t ? t.coveredBy(prefix).map((e) => ({ prefix: e.prefix, value: this.values[e.value] as V })) : [];
-  }
-
-  /** All entries in comparePrefix order (IPv4 first). */
-  *entries(): IterableIterator<PrefixMapEntry<V>> {
-    for (const t of [this.t4, this.t6]) {
-      if (!t) continue;
-      for (const e of t.entries()) yield { prefix: e.prefix, value: this.values[e.value] as V };
-    }
-  }
-
-  [Symbol.iterator](): IterableIterator<PrefixMapEntry<V>> {
-    return this.entries();
-  }
-
-  clear(): void {
-    this.t4?.clear();
-    this.t6?.clear();
-    this.values = [];
-    this.freeSlots = [];
-  }
-
-  memoryBytes(): number {
-    return (this.t4?.memoryBytes() ?? 0) + (this.t6?.memoryBytes() ?? 0);
   }
 }

@@ -5,7 +5,7 @@ import {
   IP, Prefix, type Family, comparePrefix, parseIP, parsePrefix, prefixContainsIP, prefixContainsPrefix, prefixEquals,
   prefixOf, wordMask,
 } from '../../src/net/ip.ts';
-import { PrefixMap, Trie, type TrieEntry } from '../../src/rib/trie.ts';
+import { Trie, type TrieEntry } from '../../src/rib/trie.ts';
 
 // ---- arbitraries: small address spaces so prefixes nest and collide a lot ------------------------------------
 
@@ -264,31 +264,6 @@ t.test('examples', async (t) => {
   t.equal(t6.lpm(parseIP('2001:db9::'))?.prefix, undefined);
   t.same([...t6].map((e) => `${e.prefix}`), ['2001:db8::/32', '2001:db8:0:1::/64', '2001:db8:0:1::5/128']);
   t.equal(wordMask(0, 0), 0);
-});
-
-t.test('PrefixMap holds both families and reuses value slots', async (t) => {
-  const m = new PrefixMap<{ nh: string }>();
-  m.set(parsePrefix('10.0.0.0/8'), { nh: 'a' });
-  m.set(parsePrefix('10.1.0.0/16'), { nh: 'b' });
-  m.set(parsePrefix('fd00::/8'), { nh: 'c' });
-  t.equal(m.size, 3);
-  t.equal(m.lookup(parseIP('10.1.2.3'))?.nh, 'b');
-  t.equal(m.lookup(parseIP('10.2.2.3'))?.nh, 'a');
-  t.equal(m.lookup(parseIP('fd00::1'))?.nh, 'c');
-  t.equal(m.lookup(parseIP('fe00::1')), undefined);
-  t.equal(m.lpm(parseIP('10.1.2.3'))?.prefix.toString(), '10.1.0.0/16');
-  t.same(m.covering(parseIP('10.1.2.3')).map((e) => e.value.nh), ['a', 'b']);
-  t.same(m.coveredBy(parsePrefix('10.0.0.0/8')).map((e) => e.value.nh), ['a', 'b']);
-  t.same([...m].map((e) => `${e.prefix}`), ['10.0.0.0/8', '10.1.0.0/16', 'fd00::/8']);
-  t.ok(m.delete(parsePrefix('10.1.0.0/16')));
-  t.notOk(m.delete(parsePrefix('10.1.0.0/16')));
-  t.equal(m.lookup(parseIP('10.1.2.3'))?.nh, 'a');
-  m.set(parsePrefix('10.2.0.0/16'), { nh: 'd' });
-  t.equal(m.trie(4).get(parsePrefix('10.2.0.0/16')), 1, 'the freed slot is reused');
-  t.ok(m.has(parsePrefix('10.2.0.0/16')));
-  t.equal(m.get(parsePrefix('10.2.0.0/16'))?.nh, 'd');
-  m.clear();
-  t.equal(m.size, 0);
 });
 
 t.test('a big IPv4 trie widens its root table and keeps every answer', async (t) => {
