@@ -5,9 +5,10 @@
 //  - per family, a table of *records* (src/rib/table.ts; a record's index is stable for the prefix's life), found
 //    through a hash index, with a radix trie for longest-prefix matches and ordered walks;
 //  - a record holds the prefix's words and the head of a linked list of path entries;
-//  - a path entry is 15 bytes in typed arrays: source index, received (Adj-RIB-In) attribute id, effective
-//    (post-import-policy) attribute id, next entry, flags. Attribute ids come from an AttrInterner, so the few
-//    thousand distinct attribute sets are the only objects. Path objects are only built for callers.
+//  - a path entry (src/rib/entry-pool.ts) is 16 bytes in typed arrays: source index, received (Adj-RIB-In)
+//    attribute id, effective (post-import-policy) attribute id, next entry, flags. Attribute ids come from an
+//    AttrInterner, so the few thousand distinct attribute sets are the only objects. Path objects are only built
+//    for callers.
 // The list is kept ordered: best first, then the rest of the multipath set, then the others.
 //
 // The change feed is pure: changes are collected per prefix (the state before the first change in the batch is
@@ -19,6 +20,7 @@ import { selectBest, type BestPathOptions, type Path, type PeerInfo } from './be
 import type { PrefixList } from './prefixlist.ts';
 import type { TrieOptions } from './trie.ts';
 import { Table } from './table.ts';
+import { BEST, EntryPool, MULTI, STALE } from './entry-pool.ts';
 import { AdjRibOut, exportBatch, exportList, exportTable, type ExportHost } from './adj-rib-out.ts';
 import type { ExportPolicy, ExportUpdate, ImportPolicy, RibChange } from './types.ts';
 
@@ -69,86 +71,7 @@ export interface SourceCounts {
 }
 
 const NONE = -1;
-const STALE = 1;
-const BEST = 2;
-const MULTI = 4;
 const MAX_SOURCES = 0xffff;
-
-// ---- path entry pool ----------------------------------------------------------------------------------------
-
-// Pools are lists of fixed-size segments: growing never copies, spare room is at most one segment, and nothing is
-// freed back to malloc (copy-on-grow of one big array left RSS far above the live data: the old buffers and the
-// doubling slack stay resident).
-const SEG_SHIFT = 14;
-const SEG = 1 << SEG_SHIFT;
-const SEG_MASK = SEG - 1;
-
-/**
- * Path entries, 16 bytes each, in one Int32Array per segment (array-of-structs, so an entry is one cache line
- * quarter): [source | flags << 16, received attrs id, effective attrs id (-1 = rejected), next entry (-1 = end)].
- */
-class EntryPool {
-  private segs: Int32Array[] = [];
-  private top = 0;
-  private freeHead = NONE;
-  live = 0;
-
-  alloc(src: number): number {
-    let e = this.freeHead;
-    if (e !== NONE) this.freeHead = this.next(e);
-    else {
-      if (this.top === this.segs.length * SEG) this.segs.push(new Int32Array(SEG * 4));
-      e = this.top++;
-    }
-    this.live++;
-    const s = this.segs[e >>> SEG_SHIFT];
-    const o = (e & SEG_MASK) << 2;
-    s[o] = src;
-    s[o + 3] = NONE;
-    return e;
-  }
-
-  free(e: number): void {
-    this.segs[e >>> SEG_SHIFT][(e & SEG_MASK) << 2] = 0;
-    this.setNext(e, this.freeHead);
-    this.freeHead = e;
-    this.live--;
-  }
-
-  src(e: number): number {
-    return this.segs[e >>> SEG_SHIFT][(e & SEG_MASK) << 2] & 0xffff;
-  }
-  flags(e: number): number {
-    return this.segs[e >>> SEG_SHIFT][(e & SEG_MASK) << 2] >>> 16;
-  }
-  setFlags(e: number, f: number): void {
-    const s = this.segs[e >>> SEG_SHIFT];
-    const o = (e & SEG_MASK) << 2;
-    s[o] = (s[o] & 0xffff) | (f << 16);
-  }
-  raw(e: number): number {
-    return this.segs[e >>> SEG_SHIFT][((e & SEG_MASK) << 2) + 1];
-  }
-  setRaw(e: number, id: number): void {
-    this.segs[e >>> SEG_SHIFT][((e & SEG_MASK) << 2) + 1] = id;
-  }
-  eff(e: number): number {
-    return this.segs[e >>> SEG_SHIFT][((e & SEG_MASK) << 2) + 2];
-  }
-  setEff(e: number, id: number): void {
-    this.segs[e >>> SEG_SHIFT][((e & SEG_MASK) << 2) + 2] = id;
-  }
-  next(e: number): number {
-    return this.segs[e >>> SEG_SHIFT][((e & SEG_MASK) << 2) + 3];
-  }
-  setNext(e: number, n: number): void {
-    this.segs[e >>> SEG_SHIFT][((e & SEG_MASK) << 2) + 3] = n;
-  }
-
-  bytes(): number {
-    return this.segs.length * SEG * 16;
-  }
-}
 
 // A reusable Path used as a best-path candidate, so selection allocates no path objects.
 class Candidate implements Path {
