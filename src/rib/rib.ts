@@ -18,31 +18,13 @@ import { type Family, IP, Prefix, ipEquals } from '../net/ip.ts';
 import { AttrInterner, defaultInterner, type PathAttrs } from './attrs.ts';
 import { selectBest, type BestPathOptions, type Path, type PeerInfo } from './bestpath.ts';
 import type { PrefixList } from './prefixlist.ts';
-import type { TrieOptions } from './trie.ts';
 import { Table } from './table.ts';
 import { BEST, EntryPool, MULTI, STALE } from './entry-pool.ts';
 import { AdjRibOut, exportBatch, exportList, exportTable, type ExportHost } from './adj-rib-out.ts';
-import type { ExportPolicy, ExportUpdate, ImportPolicy, RibChange } from './types.ts';
+import type { ExportPolicy, ExportUpdate, ImportPolicy, RibChange, RibOptions, SourceCounts, SourceOptions } from './types.ts';
 
 export { AdjRibOut } from './adj-rib-out.ts';
-export type { ExportPolicy, ExportUpdate, ImportPolicy, RibChange } from './types.ts';
-
-
-export interface RibOptions {
-  /** Attribute table shared with the BGP codec; defaults to the process-wide one. */
-  interner?: AttrInterner;
-  /** maxPaths (ECMP set size, default 1) and alwaysCompareMed. */
-  bestPath?: BestPathOptions;
-  /** Called once when a batch gets its first change; it must arrange for `flush` to run later. */
-  schedule?: (flush: () => void) => void;
-  /** Options for the Loc-RIB tries (e.g. a smaller rootBits for small tables and tests). */
-  trie?: TrieOptions;
-}
-
-export interface SourceOptions {
-  /** Applied to every received route; null rejects it (kept in Adj-RIB-In, not a candidate). */
-  importPolicy?: ImportPolicy;
-}
+export type { ExportPolicy, ExportUpdate, ImportPolicy, RibChange, RibOptions, SourceCounts, SourceOptions } from './types.ts';
 
 export interface RibRoute {
   prefix: Prefix;
@@ -57,17 +39,6 @@ export interface AdjRibInEntry {
   /** After import policy; null when the policy rejected it. */
   effective: PathAttrs | null;
   stale: boolean;
-}
-
-export interface SourceCounts {
-  /** Routes held from the source (Adj-RIB-In). */
-  received: number;
-  /** Of those, accepted by import policy (candidates). */
-  accepted: number;
-  /** Of those, currently selected as best. */
-  best: number;
-  /** Of those, marked stale (graceful restart) and not yet refreshed. */
-  stale: number;
 }
 
 const NONE = -1;

@@ -1,8 +1,9 @@
-// The types the RIB and its Adj-RIB-Outs both speak (src/rib/rib.ts re-exports them): what an import and an export
-// policy are, one best-path change, and what is to be sent to one peer.
+// The types the RIB's parts and its Adj-RIB-Outs all speak (src/rib/rib.ts re-exports them): what an import and an
+// export policy are, one best-path change, what is to be sent to one peer, the RIB's options and a source's counts.
 import type { Prefix } from '../net/ip.ts';
-import type { PathAttrs } from './attrs.ts';
-import type { Path } from './bestpath.ts';
+import type { AttrInterner, PathAttrs } from './attrs.ts';
+import type { BestPathOptions, Path } from './bestpath.ts';
+import type { TrieOptions } from './trie.ts';
 
 export type ImportPolicy = (prefix: Prefix, attrs: PathAttrs, source: string) => PathAttrs | null;
 /** `multipath` is valid during the call only (with one path it is an array the RIB reuses). */
@@ -25,4 +26,31 @@ export interface RibChange {
 export interface ExportUpdate {
   announce: Map<PathAttrs, Prefix[]>;
   withdraw: Prefix[];
+}
+
+export interface RibOptions {
+  /** Attribute table shared with the BGP codec; defaults to the process-wide one. */
+  interner?: AttrInterner;
+  /** maxPaths (ECMP set size, default 1) and alwaysCompareMed. */
+  bestPath?: BestPathOptions;
+  /** Called once when a batch gets its first change; it must arrange for `flush` to run later. */
+  schedule?: (flush: () => void) => void;
+  /** Options for the Loc-RIB tries (e.g. a smaller rootBits for small tables and tests). */
+  trie?: TrieOptions;
+}
+
+export interface SourceOptions {
+  /** Applied to every received route; null rejects it (kept in Adj-RIB-In, not a candidate). */
+  importPolicy?: ImportPolicy;
+}
+
+export interface SourceCounts {
+  /** Routes held from the source (Adj-RIB-In). */
+  received: number;
+  /** Of those, accepted by import policy (candidates). */
+  accepted: number;
+  /** Of those, currently selected as best. */
+  best: number;
+  /** Of those, marked stale (graceful restart) and not yet refreshed. */
+  stale: number;
 }
