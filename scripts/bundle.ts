@@ -1,5 +1,5 @@
 // `npm run build` (after tsc): the CLI and daemon as one minified ESM bundle with code splitting, dist/bundle/, which
-// bin/blockspeaker.js runs when it is at least as new as tsc's dist/src (issue 17). The daemon loads ~100 of our
+// bin/blockspeaker.js runs when it is at least as new as tsc's dist/src. The daemon loads ~100 of our
 // modules plus yaml's and pino's ~100 CommonJS files at start; as a few minified chunks it holds less source text
 // and fewer module records, and starts with less loader work: about 3 MB of the idle daemon's RSS
 // (BENCHMARKS.md "Footprint"). Splitting keeps the dynamic imports lazy (a subcommand, the linux or hns
@@ -41,7 +41,7 @@ export async function bundle(outdir = `${root}/${BUNDLE_DIR}`, opts: { pinoTrans
     target: 'node20',
     minify: !process.env.BS_NO_MINIFY, // BS_NO_MINIFY=1: readable names and lines in CPU profiles (bench --cpu-prof)
     // No keepNames: it wraps every named closure in __name(), a defineProperty per closure made, which was 15% of
-    // the full-table ingest's CPU (issue 28). Every Error subclass sets its own `name`; stack traces map back
+    // the full-table ingest's CPU. Every Error subclass sets its own `name`; stack traces map back
     // through the .map files (node --enable-source-maps).
     keepNames: false,
     sourcemap: 'linked', // a .map beside each chunk for `node --enable-source-maps`; costs nothing unless enabled

@@ -79,7 +79,7 @@ function Install-Blockspeaker {
   # An upgrade replaces files the running service holds: stop it first (a graceful-restart stop).
   if ($upgrade) { Stop-Installed }
   # The CNI plugin under both names (blockspeaker.exe: the main plugin; blockspeaker-cni.exe: as IPAM), into
-  # admin-only folders, a running one moved aside the Windows way (README "Installing the CNI plugin").
+  # admin-only folders, a running one moved aside the Windows way (docs/guides/deploying.md, "Installing the CNI plugin").
   # The conflist: the daemon writes it at start when the config has dataplane.cni.
   Invoke-Tool $Exe @('install-cni', '--bin-dir', $CniBinDir)
   $bin = "`"$Exe`" run --service $ServiceName -c `"$Config`" --log-file `"$(Join-Path $StateDir 'blockspeaker.log')`""
@@ -88,7 +88,7 @@ function Install-Blockspeaker {
   } else {
     Invoke-Tool 'sc.exe' @('create', $ServiceName, 'binPath=', $bin, 'start=', 'auto', 'obj=', 'LocalSystem', 'DisplayName=', 'blockspeaker (IPAM, BGP, HNS routes)')
   }
-  # The executable's node flags, the launcher's (bin/blockspeaker.js; README "Footprint"): the service's environment.
+  # The executable's node flags, the launcher's (bin/blockspeaker.js; docs/reference/footprint.md): the service's environment.
   $key = "HKLM:\SYSTEM\CurrentControlSet\Services\$ServiceName"
   New-ItemProperty -Path $key -Name 'Environment' -PropertyType MultiString -Value @('NODE_OPTIONS=--max-semi-space-size=1') -Force | Out-Null
   # A crash or an exit with an error is restarted by the SCM (5 s, 5 s, then 30 s; counter reset after a day).

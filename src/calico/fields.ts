@@ -1,5 +1,5 @@
 // What the Calico importer does with every spec field of every kind it reads. The list is Calico's current API
-// (fixtures/calico/v3-spec-fields.json, taken from the Go types); a test checks both agree and that README's table
+// (fixtures/calico/v3-spec-fields.json, taken from the Go types); a test checks both agree and that docs/reference/calico-fields.md's table
 // says the same, so a field Calico adds cannot be dropped silently: an unknown field is refused.
 //   honoured: mapped onto blockspeaker's config.   warned: accepted with a warning that says why it has no effect.
 //   refused: an error (the file is not applied).

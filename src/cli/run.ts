@@ -20,7 +20,7 @@ import { CliError, parse, required } from './args.ts';
 const HELP = `usage: blockspeaker run -c FILE [--check] [--log-level LEVEL] [--log-file FILE] [--run-dir DIR] [--restarted] [--dry-run]
                         [--service NAME]
 
-  Runs the node daemon with the config FILE (YAML or JSON; see DESIGN.md "Config file"): IPAM on its store
+  Runs the node daemon with the config FILE (YAML or JSON; docs/configuration.md lists every field): IPAM on its store
   (ipam.store; pools and Calico manifests from ipam.calico are added when missing), the BGP speaker with its peers,
   static announcements and this node's IPAM blocks and borrowed addresses, the route programmer (dataplane:
   none | linux | hns), the control socket (ipc.path: CLI and CNI plugin) and the status endpoint (status.listen,

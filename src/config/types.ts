@@ -1,4 +1,4 @@
-// The config file's shape after validation: user-facing names as in DESIGN.md ("Config file"), every default
+// The config file's shape after validation: user-facing names as in docs/configuration.md, every default
 // filled in, addresses and prefixes in canonical text form. Extend these, never rename a field.
 
 import type { EtcdSecurity, SecretSource } from '../store/etcd-auth.ts';
@@ -221,7 +221,7 @@ export type DataplaneConfig =
   }
   | HnsDataplaneConfig;
 
-/** dataplane kind hns (src/config/hns.ts validates it; README "HNS dataplane" documents every field). */
+/** dataplane kind hns (src/config/hns.ts validates it; docs/reference/hns.md documents every field). */
 export interface HnsDataplaneConfig {
   kind: 'hns';
   /** The HNS network's Name. Default "blockspeaker". */

@@ -413,7 +413,7 @@ export class HnsDataplane {
       addressing: this.lastView?.pools ?? [],
       addressingProblems: this.lastView?.problems ?? [],
       ...(this.o.dp.cni ? { cni: this.conflist } : {}),
-      // CNI ADDs and their block's ip-subnet (README "CNI ADD waits for its ip-subnet").
+      // CNI ADDs and their block's ip-subnet (docs/reference/hns.md, "CNI ADD waits for its ip-subnet").
       subnetWaits: { ...this.subnetWaits, waiting: this.subnetWaiters.size },
       ...(this.o.dp.mode === 'overlay' ? {
         overlay: {

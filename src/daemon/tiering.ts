@@ -1,5 +1,5 @@
 // `blockspeaker run` starts without V8's optimising compiler (TurboFan) and turns it on when the first BGP session
-// is established (issue 17).
+// is established.
 //
 // Why: starting loads a few hundred modules. The loader's own functions (path and URL handling, the CommonJS
 // export scanner, argument validators) run often enough then to be optimised, and optimising touches several MB

@@ -1,4 +1,4 @@
-// The HNS addressing model (README "HNS addressing"), one pure function that the HNS desired state, the CNI result
+// The HNS addressing model (docs/reference/hns.md, "HNS addressing"), one pure function that the HNS desired state, the CNI result
 // and the tests all ask, so the gateway a pod is given, the gateway HNS holds and the addresses IPAM reserves are
 // the same by construction.
 //

@@ -1,6 +1,6 @@
 // The HNS planner: (actual HNS JSON, desired state) -> the ordered operations that make actual equal desired. Pure.
 //
-// Rules (DESIGN.md, HNS section):
+// Rules (docs/design/dataplanes.md gives the reasons):
 //  - an object that already matches is never sent again: re-programming resets TCP sessions;
 //  - only owned objects are removed or replaced (ownership: see model.ts);
 //  - stale removes come before adds (a remote block that moved = remove the old policy or route, then add the new;

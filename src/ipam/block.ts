@@ -34,7 +34,7 @@ export function reservedOrdinals(args: NewBlockArgs): number[] {
   };
   switch (policy.kind) {
     case 'auto':
-      // Windows (README "HNS addressing"): every block is an HNS ip-subnet with ReserveNetworkAddress and
+      // Windows (docs/reference/hns.md, "HNS addressing"): every block is an HNS ip-subnet with ReserveNetworkAddress and
       // EnableBroadcast, so HNS itself owns its network (.0) and broadcast (last) addresses. The host's first block in
       // the pool also holds the gateway all the pool's blocks share on this node (.1) and the host endpoint (.2).
       if (args.os !== 'windows') return [];

@@ -1,4 +1,4 @@
-// The daemon proves itself before a Windows client sends a byte (issue 27, item 1).
+// The daemon proves itself before a Windows client sends a byte.
 //
 // Why: a named pipe belongs to whoever creates its first instance. While the daemon is down (restart, upgrade, boot)
 // any local user may create \\.\pipe\blockspeaker and wait for the CNI plugin (SYSTEM) or the CLI (an administrator)

@@ -33,7 +33,7 @@ export type Response = { ok: true; r: unknown } | { ok: false; error: { code: st
 
 export type Family = 4 | 6;
 
-/** How the CNI plugin wants addresses presented to the pod (see src/cni/README section in the report / docs). */
+/** How the CNI plugin wants addresses presented to the pod (docs/reference/windows-cni.md for Windows). */
 export interface Addressing {
   /**
    * pool: the pod's address carries its pool's prefix length and the gateway is on-link (works with the bridge

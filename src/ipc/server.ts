@@ -14,7 +14,7 @@ import { makeProof, PIPE_KEY_BYTES } from './proof.ts';
 import type { Request, Response, StatusReply } from './protocol.ts';
 import { Deframer, FrameTooLargeError, frame, INIT_TAG, T_CONNECTION, T_END, T_PING, T_PONG, T_REQUEST, T_RESPONSE, type Packet } from './wire.ts';
 
-// Per-connection limits (issue 27). The socket is mode 0600 / a pipe for SYSTEM and Administrators, so these bound
+// Per-connection limits. The socket is mode 0600 / a pipe for SYSTEM and Administrators, so these bound
 // what a buggy or hostile local client of that kind can cost the daemon, not who may connect.
 
 /**

@@ -239,7 +239,7 @@ export interface DirOptions {
  * by the one access rule (accessProblem): others may never change it, nor read it unless `othersMayRead`. Throws
  * DirAclError naming the path when it cannot be made, or (reads back) open to others. Without koffi it falls back to
  * mkdir then icacls, and says so: the directory has its parent's ACL until icacls runs. Only `dir` is read, not the
- * folders above it (see the README, "State and config directory access on Windows").
+ * folders above it (docs/reference/file-access.md, "State and config directory access").
  */
 export async function secureStateDir(dir: string, ops: DirOps, opts: DirOptions = {}): Promise<DirReport> {
   const create = opts.create ?? true;

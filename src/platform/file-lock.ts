@@ -1,5 +1,5 @@
 // Whole-file locks (flock on Linux, LockFileEx on Windows) from fs-native-extensions' prebuilt addon, loaded
-// directly (issue 17). The package's own entry finds its addon through a general resolver (require-addon and three
+// directly, to keep the idle daemon small. The package's own entry finds its addon through a general resolver (require-addon and three
 // bare-* packages, ~18 modules): about 0.5 MB of the idle daemon's RSS for one path that is known in advance,
 // prebuilds/<os>-<arch>/fs-native-extensions.node. That path is tried first; when it is absent (another libc, say)
 // the package's entry is used as before. The Windows executable (a bundle with an empty import.meta.url) ships the

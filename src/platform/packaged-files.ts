@@ -1,5 +1,5 @@
-// What the packaged Windows daemon loads from beside its executable, checked before it loads any of it (issue 27,
-// item 2). The service runs as LocalSystem, so whoever may change koffi.node or fs-native-extensions.node (native
+// What the packaged Windows daemon loads from beside its executable, checked before it loads any of it.
+// The service runs as LocalSystem, so whoever may change koffi.node or fs-native-extensions.node (native
 // code, run in the daemon's process), the .proto files etcd3 parses, or blockspeaker.exe and its folder, runs code
 // as SYSTEM. Two checks, in this order:
 //   1. integrity: each file's SHA-256 against the one the build recorded inside the executable

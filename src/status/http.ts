@@ -71,7 +71,7 @@ export const DEFAULT_ROUTE_LIMIT = 10_000;
 export const MAX_ROUTE_LIMIT = 10_000;
 
 /**
- * Both listeners' connection limits (issue 27): with Node's defaults (no connection cap, headers timeout checked
+ * Both listeners' connection limits: with Node's defaults (no connection cap, headers timeout checked
  * only every 30 s) 15,000 connections that never finished their headers took the daemon from 80 to 187 MB RSS.
  * Status requests are small GETs answered at once, so the limits can be tight.
  */

@@ -4,7 +4,7 @@
 // create_revision/mod_revision and the store revision is etcd's header revision. A compare {key, modRevision: 0}
 // is create_revision == 0 (the key is absent), any other is mod_revision == N. No leases: nothing expires.
 //
-// Failures (also in the README):
+// Failures (also in docs/reference/store.md):
 // - Reads (get, list, revision) are linearizable and are retried with backoff while etcd is unreachable, has no
 //   leader or times out, for up to `retryForMs`; then a StoreError names the endpoints and the last error.
 // - A write whose request provably never left (connection refused, every endpoint's breaker open) is retried the

@@ -1,4 +1,4 @@
-// Config validation: the DESIGN.md example parses with defaults filled in; every kind of bad input is reported with
+// Config validation: a whole-node example parses with defaults filled in; every kind of bad input is reported with
 // its field path and bad value (all of them, not just the first); YAML and JSON round-trip through formatConfig.
 import t, { type Test } from 'tap';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { ConfigError, formatConfig, loadConfig, parseConfig, type Config } from '../../src/config/config.ts';
 import { suggest } from '../../src/config/check.ts';
 
-const DESIGN_EXAMPLE = `
+const NODE_EXAMPLE = `
 node: { name: node-a, os: linux, labels: { rack: r1 } }      # os: linux | windows
 bgp:
   asn: 65010
@@ -42,8 +42,8 @@ function errorsOf(t: Test, text: string): string[] {
 
 const bgp = (peers: string, extra = '') => `bgp:\n  asn: 65000\n  routerId: 10.0.0.1\n${extra}  peers:\n${peers}`;
 
-t.test('the DESIGN.md example parses, with defaults filled in', async (t) => {
-  const c = parseConfig(DESIGN_EXAMPLE, 'design.yaml');
+t.test('a whole-node example parses, with defaults filled in', async (t) => {
+  const c = parseConfig(NODE_EXAMPLE, 'design.yaml');
   t.same(c.node, { name: 'node-a', os: 'linux', labels: { rack: 'r1' } });
   t.match(c.bgp, {
     asn: 65010, routerId: '10.201.0.2', listen: { address: '0.0.0.0', port: 179 }, gracefulRestart: { restartTime: 120 },
@@ -251,7 +251,7 @@ t.test('good files round-trip through YAML and JSON, and load from disk', async 
   const dir = mkdtempSync(join(tmpdir(), 'bs-config-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const configs: Config[] = [
-    parseConfig(DESIGN_EXAMPLE),
+    parseConfig(NODE_EXAMPLE),
     parseConfig(`
 node: { name: win-1, os: windows }
 bgp:

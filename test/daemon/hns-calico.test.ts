@@ -1,4 +1,4 @@
-// The HNS addressing model on Calico's etcd layout (issue 15): a Windows node's daemon, HNS fake dataplane, on a real
+// The HNS addressing model on Calico's etcd layout: a Windows node's daemon, HNS fake dataplane, on a real
 // etcd that calico-node shares. The pool's first address lies in a Linux node's block (so it cannot be our
 // gateway); the node's first block is one calico-node created with Calico's Windows reservation (0, 1, 2, last).
 // Pods through the CNI plugin until the node holds three blocks: every CNI result's gateway is HNS's, and is .1

@@ -1,4 +1,4 @@
-// The issue-13 "done when", on Linux: a daemon with a Windows node config and the HNS dataplane (the in-memory fake)
+// The HNS dataplane end to end, on Linux: a daemon with a Windows node config and the HNS dataplane (the in-memory fake)
 // hands out addresses from three blocks through the CNI plugin; /dataplane shows one network whose IP subnets,
 // shared gateway and host endpoint agree with every CNI result; a second pass plans nothing; leaked endpoints are
 // removed and counted. The daemon runs in this process (the fake is handed in, so the test can play win-bridge,
