@@ -1,4 +1,4 @@
-// The allocation cuts on the export path (issue #17, 100 peers): a value-only trie walk, change objects shared by
+// The allocation cuts on the export path (100 peers): a value-only trie walk, change objects shared by
 // every reader of a batch, and exportAll without per-route objects — each against a simple oracle.
 import t from 'tap';
 import fc from 'fast-check';

@@ -1,4 +1,4 @@
-// Issue 27, item 7: connections to the BGP listener from addresses that are not peers. Each is closed at once (the
+// Hardening: connections to the BGP listener from addresses that are not peers. Each is closed at once (the
 // speaker reads and sends nothing and keeps no socket, as BIRD does), and the log gets at most one line a minute per
 // address, carrying the count since that address's last line; the tracking is bounded (src/bgp/refused-log.ts) so a
 // scan from many sources cannot grow it. A configured peer still comes up afterwards.

@@ -1,4 +1,4 @@
-// Issue 27, item 7: RFC 9687's Send Hold Timer. The pure FSM (src/bgp/fsm.ts) on a simulated clock: for any sequence
+// Hardening: RFC 9687's Send Hold Timer. The pure FSM (src/bgp/fsm.ts) on a simulated clock: for any sequence
 // of writes left waiting, writes that reached the kernel and time passing, the session ends with Send Hold Timer
 // Expired (8/0) exactly when octets waited SendHoldTime with no write progressing, and never otherwise. Then a real
 // speaker over loopback TCP: a peer that completes the OPEN exchange, keeps sending KEEPALIVEs but stops reading while

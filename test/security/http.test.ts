@@ -1,4 +1,4 @@
-// Issue 27, the status server: both listeners time out request heads, cap their connections and the header size,
+// Hardening, the status server: both listeners time out request heads, cap their connections and the header size,
 // /routes caps ?limit=, a malformed %-escape is a 400, the status listener checks the Host header (DNS rebinding)
 // while the metrics listener's paths do not, and 15,000 half-open connections leave the server's RSS where it was.
 import t from 'tap';

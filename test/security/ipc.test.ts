@@ -1,4 +1,4 @@
-// Issue 27, item 6: the control socket's per-connection limits against a real server. A frame announcing 48 MB is
+// Hardening: the control socket's per-connection limits against a real server. A frame announcing 48 MB is
 // refused from its length tag (within 50 ms of the server's CPU, measured in the server's own process), a frame under
 // the limit still works, frames cut anywhere decode the same, an idle connection is closed, and requests over the
 // in-flight cap are answered BUSY without running.

@@ -1,4 +1,4 @@
-// Issue 27, item 2, under wine with the packaged blockspeaker.exe: `run` checks what it loads from beside itself
+// What the packaged daemon loads, under wine with the packaged blockspeaker.exe: `run` checks what it loads from beside itself
 // (koffi.node, fs-native-extensions.node, etcd's .proto files) against the SHA-256s its build compiled in, before it
 // loads any of them, then who may change the executable, each file and their folder. An install copied as built
 // starts; a changed addon, an addon Everyone may change, or a folder Everyone may change refuses the start naming it.

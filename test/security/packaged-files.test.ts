@@ -1,4 +1,4 @@
-// Issue 27, item 2, through the Windows double: what the packaged daemon (LocalSystem) loads from beside its
+// What the packaged daemon loads, through the Windows double: what the packaged daemon (LocalSystem) loads from beside its
 // executable is checked before any of it is loaded: every file's SHA-256 against the build's record (so a changed
 // koffi.node is refused before its code could run), then who may change the executable, each file and their folder,
 // by the config files' rule. ./packaged-files-wine.test.ts does the same with the real blockspeaker.exe under wine.

@@ -1,4 +1,4 @@
-// Issue 27, item 1, under wine with the packaged executables: the daemon (blockspeaker.exe) runs on a pipe and
+// Named-pipe squatting, under wine with the packaged executables: the daemon (blockspeaker.exe) runs on a pipe and
 // serves a CNI ADD through blockspeaker-cni.exe, called as containerd calls it; then it goes down and another
 // program (the Windows node.exe, not blockspeaker) takes the pipe's name and answers as a daemon would. The CNI
 // plugin refuses it naming the pipe, and sends it nothing; the CLI refuses it too and names its process, read with

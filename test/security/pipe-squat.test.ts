@@ -1,4 +1,4 @@
-// Issue 27, item 1, through the Windows double (real sockets; the double maps the pipe name onto a socket file and
+// Named-pipe squatting, through the Windows double (real sockets; the double maps the pipe name onto a socket file and
 // gives the pipe's key folder Windows' admin-only semantics): a process that took the control pipe's name while the
 // daemon was down is refused by the client before it sends a single byte, whatever it answers; the real daemon's
 // proof is accepted; the daemon's own start refuses a squatter that answers "status" like a daemon. The same client

@@ -1,4 +1,4 @@
-// Issue 27, item 3: the embedded store and the run dir on Linux are the daemon's alone. The attack: as uid 65534,
+// Store permissions: the embedded store and the run dir on Linux are the daemon's alone. The attack: as uid 65534,
 // open the store's LOCK read-only and take a shared lock on it (what Python's fcntl.lockf(fd, LOCK_SH) does: a
 // POSIX read lock, which conflicts with the writers' exclusive OFD lock), and every `ipam assign` waits for it. Here,
 // for real, as root with a second process running as uid 65534:

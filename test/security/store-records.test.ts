@@ -1,4 +1,4 @@
-// Issue 27, item 5: a writer to the shared store (etcd, or the embedded store's directory) writes records of our
+// Records from the shared store are input: a writer to the shared store (etcd, or the embedded store's directory) writes records of our
 // layout that the allocator cannot trust. Two nodes' daemons share a store; node A's block is replaced by a corrupt
 // one of several kinds, and node B keeps serving its blocks (/ipam/*, /overview, the announcer's route view,
 // `show ipam`, ipam.handles and release, which CNI GC uses), node A skips its block and allocates elsewhere, nothing

@@ -1,4 +1,4 @@
-// Issue 13's "done when", under wine with the packaged executables: blockspeaker.exe runs a Windows node config with
+// The HNS dataplane end to end, under wine with the packaged executables: blockspeaker.exe runs a Windows node config with
 // the HNS dataplane on its in-memory fake (--dry-run; wine has no HNS), started from a seed holding our network and
 // one leaked endpoint (BLOCKSPEAKER_HNS_FAKE_SEED, tests only). blockspeaker-cni.exe ADDs pods until their addresses
 // span three blocks; /dataplane shows one network whose ip-subnets, shared gateway and host endpoint agree with every
