@@ -30,7 +30,7 @@
 // Receivers, one at a time, each against a fresh session from the sender:
 //   sink          bench/lib/bgp-sink.ts: counts prefixes and drops them — the sender's own ceiling
 //   blockspeaker  `node bin/blockspeaker.js run -c FILE`, the compiled daemon as users run it: with the node flags
-//                 and environment of bin/blockspeaker.js's #! line, which every launcher shares (test/lib/launcher.ts;
+//                 and environment of bin/blockspeaker.js's #! line, which every launcher shares (test/kit/launcher.ts;
 //                 --no-launcher leaves them out). The bench runs `npm run build` first so dist/ matches the sources;
 //                 --from-source runs src/ through tsx instead, which adds tsx: ~40 MB more RSS. One passive peer.
 //   bird, gobgp   the interop harness's daemons (accept everything, export everything), one passive peer
@@ -75,7 +75,7 @@ import {
 } from '../test/interop/harness.ts';
 import { summarizeProfile, type ProfileSummary } from './lib/cpuprofile.ts';
 import { summarize } from './lib/heapsummary.ts';
-import { launcher } from '../test/lib/launcher.ts';
+import { launcher } from '../test/kit/launcher.ts';
 import { finish, fmtS, heapSnapshotOf, log, monoOffset, now, r0, r1, r2, requirePrereqs, sleep, tempDirs } from './lib/daemon-bench.ts';
 import { childrenCpuMs, comm, cpuMs, peakRssMB, rssMB } from './lib/proc.ts';
 

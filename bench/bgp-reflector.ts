@@ -71,7 +71,7 @@ import { parseArgs, promisify } from 'node:util';
 import { ourNodeLayout, type ClusterNode } from '../src/cluster/node.ts';
 import { openFileStore } from '../src/store/file.ts';
 import { cleanupLeftovers, createLink, runInNetns, type Link } from '../test/interop/harness.ts';
-import { launcher } from '../test/lib/launcher.ts';
+import { launcher } from '../test/kit/launcher.ts';
 import { finish, fmtS, heapSnapshotOf, log, monoOffset, now, r0, r1, r2, requirePrereqs, sleep, tempDirs } from './lib/daemon-bench.ts';
 import { ensureNofile, parseProtocols, startBird, type BirdProcess, type BirdProto } from './lib/bird-proc.ts';
 import { addAddresses, addNeighbours, macOf } from './lib/netns-addrs.ts';

@@ -25,7 +25,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { launcher } from '../test/lib/launcher.ts';
+import { launcher } from '../test/kit/launcher.ts';
 import { freePort } from '../test/store/etcd-harness.ts';
 
 const { values } = parseArgs({
@@ -63,7 +63,7 @@ function rssMB(pid: number): number {
 // ---- idle ------------------------------------------------------------------------------------------------------
 
 // The node flags and environment every launcher gives the daemon (bin/blockspeaker.js's #! line, read by
-// test/lib/launcher.ts; the image, units and DaemonSets match it,
+// test/kit/launcher.ts; the image, units and DaemonSets match it,
 // test/deploy/node-flags.test.ts): the daemon is measured as it is started.
 const LAUNCH = launcher(root);
 const LAUNCHER_FLAGS = LAUNCH.flags;

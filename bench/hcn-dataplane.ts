@@ -18,7 +18,7 @@ import { Speaker } from '../src/bgp/speaker.ts';
 import { driveC, ensureWinePrefix, runWine, startWine, windowsDist, zPath } from '../packaging/windows/wine.ts';
 import { installStandins, standinEnv } from '../test/windows/standin/build.ts';
 import { startStandin } from '../test/windows/standin/server.ts';
-import { freePort } from '../test/lib/wait.ts';
+import { freePort } from '../test/kit/wait.ts';
 
 const { values } = parseArgs({ options: { count: { type: 'string', default: '15' }, routes: { type: 'string', default: '1000' } } });
 const COUNT = Number(values.count);

@@ -15,7 +15,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ipcRequest } from '../src/ipc/client.ts';
-import { freePort } from '../test/lib/wait.ts';
+import { freePort } from '../test/kit/wait.ts';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, polls: { type: 'string', default: '300' } } });
 const ROUNDS = Number(values.rounds);

@@ -2,7 +2,7 @@
 // is reported by name and package.
 import t from 'tap';
 import { readFileSync } from 'node:fs';
-import { missingTools, TOOLS, type Tool } from '../lib/tools.ts';
+import { missingTools, TOOLS, type Tool } from '../kit/tools.ts';
 
 const ciRun = readFileSync(new URL('../../.ci/run', import.meta.url), 'utf8');
 

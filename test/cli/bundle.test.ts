@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bundle } from '../../scripts/bundle.ts';
 import { IpcClient } from '../../src/ipc/client.ts';
-import { freePort, waitFor } from '../lib/wait.ts';
+import { freePort, waitFor } from '../kit/wait.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 

@@ -7,7 +7,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, waitFor } from '../lib/wait.ts';
+import { freePort, waitFor } from '../kit/wait.ts';
 
 const bin = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
 const dir = mkdtempSync(join(tmpdir(), 'bs-ctl-'));

@@ -7,7 +7,7 @@ import { gzipSync } from 'node:zlib';
 import { IP, type Prefix, formatIP, ipAt, prefixContainsIP, prefixSize } from '../../src/net/ip.ts';
 import { generateTable, mulberry32 } from '../../src/rib/tablegen.ts';
 
-import { runCli } from '../lib/cli.ts';
+import { runCli } from '../kit/cli.ts';
 
 function oracle(prefixes: Prefix[], ip: IP): string {
   let best: Prefix | undefined;

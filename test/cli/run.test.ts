@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, waitFor as waitForShared } from '../lib/wait.ts';
+import { freePort, waitFor as waitForShared } from '../kit/wait.ts';
 
 const bin = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
 

@@ -8,10 +8,10 @@ import { renderFrame, textBar } from '../../src/cli/top.ts';
 import type { Overview } from '../../src/daemon/overview.ts';
 import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply } from '../../src/ipc/protocol.ts';
-import { blockspeakerBin, runCli } from '../lib/cli.ts';
-import { toolPath, toolsGate } from '../lib/tools.ts';
-import { startTestDaemon } from '../lib/daemon.ts';
-import { waitFor } from '../lib/wait.ts';
+import { blockspeakerBin, runCli } from '../kit/cli.ts';
+import { toolPath, toolsGate } from '../kit/tools.ts';
+import { startTestDaemon } from '../kit/daemon.ts';
+import { waitFor } from '../kit/wait.ts';
 
 process.env.BLOCKSPEAKER_FROM_SOURCE = '1'; // the CLI children run the sources under test
 

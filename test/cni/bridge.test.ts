@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { IpcClient } from '../../src/ipc/client.ts';
 import { startTestDaemon, type TestDaemon } from '../ipc/fixture.ts';
 import { pluginBin } from './helpers.ts';
-import { missingTools } from '../lib/tools.ts';
+import { missingTools } from '../kit/tools.ts';
 
 const PLUGINS = '/usr/lib/cni';
 const require_ = process.env.REQUIRE_PEERS === '1' || process.env.REQUIRE_PEERS === 'true';

@@ -3,7 +3,7 @@
 // IPAM settings are in force (and that an applied IPAMConfiguration which differs is not).
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
-import { spawnRun } from '../lib/daemon.ts';
+import { spawnRun } from '../kit/daemon.ts';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +11,7 @@ import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply } from '../../src/ipc/protocol.ts';
 import { openStore } from '../../src/store/open.ts';
 import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
-import { freePort, waitFor } from '../lib/wait.ts';
+import { freePort, waitFor } from '../kit/wait.ts';
 import { calicoCluster, ipamConfig } from '../ipam/calico-fixtures.ts';
 
 const bin = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;

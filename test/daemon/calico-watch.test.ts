@@ -4,13 +4,13 @@
 // an IPAMConfiguration that differs from /calico/ipam/v2/config is reported in /status, and bad versions are
 // refused by key and field while the last good one stays in force.
 import t from 'tap';
-import { spawnRun } from '../lib/daemon.ts';
+import { spawnRun } from '../kit/daemon.ts';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore } from '../../src/store/open.ts';
 import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
-import { freePort, waitFor } from '../lib/wait.ts';
+import { freePort, waitFor } from '../kit/wait.ts';
 import { calicoCluster } from '../ipam/calico-fixtures.ts';
 
 const V3 = '/calico/resources/v3/projectcalico.org/';

@@ -11,9 +11,9 @@ import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply } from '../../src/ipc/protocol.ts';
 import { Ipam } from '../../src/ipam/ipam.ts';
 import { parsePrefix } from '../../src/net/ip.ts';
-import { getStatus } from '../lib/daemon.ts';
+import { getStatus } from '../kit/daemon.ts';
 import { openFileStore } from '../../src/store/file.ts';
-import { freePort, waitFor as waitForShared } from '../lib/wait.ts';
+import { freePort, waitFor as waitForShared } from '../kit/wait.ts';
 
 
 /** Run node with args, without blocking the event loop; resolves with the exit status and output. */

@@ -15,7 +15,7 @@ import { Ipam } from '../../src/ipam/ipam.ts';
 import { openStore } from '../../src/store/open.ts';
 import { ourVtepLayout } from '../../src/cluster/vtep.ts';
 import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
-import { startHnsDaemon } from '../lib/daemon.ts';
+import { startHnsDaemon } from '../kit/daemon.ts';
 
 const dir = mkdtempSync(join(tmpdir(), `bs-hns-overlay-${process.pid}-`));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));

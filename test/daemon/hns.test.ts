@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { endpointAddresses, subnetsOf } from '../../src/hns/model.ts';
 import { runCni } from '../../src/cni/plugin.ts';
-import { startHnsDaemon } from '../lib/daemon.ts';
+import { startHnsDaemon } from '../kit/daemon.ts';
 import { ipAt, parseIP, parsePrefix, prefixContainsIP } from '../../src/net/ip.ts';
 
 const dir = mkdtempSync(join(tmpdir(), `bs-hns-daemon-${process.pid}-`));

@@ -14,8 +14,8 @@ import { pino } from 'pino';
 import { parseConfig } from '../../src/config/config.ts';
 import { Daemon } from '../../src/daemon/daemon.ts';
 import { createLink, type Link, type Netns } from '../interop/harness.ts';
-import { toolsGate } from '../lib/tools.ts';
-import { waitFor } from '../lib/wait.ts';
+import { toolsGate } from '../kit/tools.ts';
+import { waitFor } from '../kit/wait.ts';
 
 const METRICS_ONLY = ['/metrics', '/healthz', '/readyz'];
 const STATUS_ONLY = ['/routes', '/status', '/peers', '/ipam/pools', '/'];

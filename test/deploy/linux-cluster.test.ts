@@ -24,7 +24,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createNetns, execInNetns, interopGate, runInNetns, waitFor, type Netns } from '../interop/harness.ts';
-import { toolPath, toolsGate } from '../lib/tools.ts';
+import { toolPath, toolsGate } from '../kit/tools.ts';
 import { manifest, renderPod, repoRoot, type Obj, type RenderedContainer, type RenderedPod } from './pod.ts';
 
 const HUB_IP = '10.77.0.1';

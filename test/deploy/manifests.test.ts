@@ -14,7 +14,7 @@ import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { parseConfig, type Config } from '../../src/config/config.ts';
 import { linuxPlatform, realDeps } from '../../src/platform/platform.ts';
 import { openFileStore } from '../../src/store/file.ts';
-import { blockspeakerBin } from '../lib/cli.ts';
+import { blockspeakerBin } from '../kit/cli.ts';
 import { freePort } from '../store/etcd-harness.ts';
 import { ETCD_SECRET, manifest, renderPod, repoRoot, type Manifest, type Obj, type RenderedPod } from './pod.ts';
 

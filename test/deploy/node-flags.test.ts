@@ -1,5 +1,5 @@
 // Every launcher of the daemon gives node the same flags and environment as bin/blockspeaker.js's own #! line
-// (test/lib/launcher.ts reads it; today --max-semi-space-size=1, BENCHMARKS.md "Runtime flags and the status
+// (test/kit/launcher.ts reads it; today --max-semi-space-size=1, BENCHMARKS.md "Runtime flags and the status
 // endpoint under load"), so they cannot drift apart: the Linux image and DaemonSet, the systemd unit, and on
 // Windows (the single executable takes node flags from NODE_OPTIONS) the DaemonSet and the service installer.
 import t from 'tap';
@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { launcher, parseShebang } from '../lib/launcher.ts';
+import { launcher, parseShebang } from '../kit/launcher.ts';
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 const root = new URL('../..', import.meta.url).pathname;

@@ -12,7 +12,7 @@ import { ConfigError, parseConfig } from '../../src/config/config.ts';
 import { etcdUrl, withInterfaceLength } from '../../src/config/pod-env.ts';
 import { linuxPlatform, realDeps, windowsPlatform } from '../../src/platform/platform.ts';
 import { containerRooted, sandboxPath } from '../../src/platform/sandbox.ts';
-import { blockspeakerBin } from '../lib/cli.ts';
+import { blockspeakerBin } from '../kit/cli.ts';
 
 const linux = (env: Record<string, string>) => linuxPlatform({ ...realDeps(), env });
 const windows = (env: Record<string, string>) => windowsPlatform({ ...realDeps(), env });

@@ -1,5 +1,5 @@
 // The status page in a real browser: headless Chromium (Debian's `chromium`, driven over the DevTools protocol on
-// a pipe, test/lib/cdp.ts) loads http://127.0.0.1:9179/ from a daemon peered with BIRD in a namespace lab:
+// a pipe, test/kit/cdp.ts) loads http://127.0.0.1:9179/ from a daemon peered with BIRD in a namespace lab:
 //
 //   [ours: blockspeaker run + chromium] ── veth ── [BIRD, AS 65001, announces 10.77.0.0/24]
 //
@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply } from '../../src/ipc/protocol.ts';
 import { createLink, execInNetns, interopGate, requirePeers, runInNetns, startPeer, waitFor } from '../interop/harness.ts';
-import { Browser, CHROMIUM } from '../lib/cdp.ts';
+import { Browser, CHROMIUM } from '../kit/cdp.ts';
 
 const BIN = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
 const HOSTILE = '<img src=x onerror="document.title=\'owned\'">';

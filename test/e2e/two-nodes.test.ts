@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply, AvailableReply } from '../../src/ipc/protocol.ts';
-import { toolsGate } from '../lib/tools.ts';
+import { toolsGate } from '../kit/tools.ts';
 import { createLink, createNetns, execInNetns, interopGate, runInNetns, waitFor, type Netns } from '../interop/harness.ts';
 
 const BIN = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { HnsOp } from '../../src/hns/model.ts';
 import { summary } from './helpers.ts';
 
-import { blockspeakerBin as bin, runCli } from '../lib/cli.ts';
+import { blockspeakerBin as bin, runCli } from '../kit/cli.ts';
 
 const cli = (args: string[]) => runCli(['hns', 'plan', ...args]);
 const fixture = new URL('../../fixtures/hns/actual-l2bridge.json', import.meta.url).pathname;

@@ -7,7 +7,7 @@
 import t from 'tap';
 import { createLink, gateDecision, interopGate, startPeer, waitFor, type PeerKind } from './harness.ts';
 import { startOurs } from './ours.ts';
-import { missingTools } from '../lib/tools.ts';
+import { missingTools } from '../kit/tools.ts';
 import { cutLink, ourBfdDownAt, peerBfdState } from './bfd.ts';
 
 const tools = gateDecision(missingTools(['iptables']));

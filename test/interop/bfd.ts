@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { execInNetns, type Link, type Peer } from './harness.ts';
-import { toolPath } from '../lib/tools.ts';
+import { toolPath } from '../kit/tools.ts';
 
 const execFileP = promisify(execFile);
 

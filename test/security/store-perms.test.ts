@@ -21,7 +21,7 @@ import { openFileStore } from '../../src/store/file.ts';
 import { linuxPlatform } from '../../src/platform/platform.ts';
 import { RunMarker } from '../../src/platform/runmarker.ts';
 import { PRIVATE_FILE_MODE, writeFileIfChanged } from '../../src/platform/atomic-file.ts';
-import { freePort, waitFor } from '../lib/wait.ts';
+import { freePort, waitFor } from '../kit/wait.ts';
 
 const ROOT = process.geteuid?.() === 0;
 const LINUX = process.platform === 'linux';

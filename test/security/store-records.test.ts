@@ -25,10 +25,10 @@ import { blockspeakerLayout, keys, RecordError } from '../../src/ipam/layout.ts'
 import type { BlockRecord } from '../../src/ipam/types.ts';
 import { formatIP, ipAt, parsePrefix } from '../../src/net/ip.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
-import { getStatus } from '../lib/daemon.ts';
+import { getStatus } from '../kit/daemon.ts';
 import { openStore } from '../../src/store/open.ts';
 import type { Op, Store } from '../../src/store/types.ts';
-import { waitFor } from '../lib/wait.ts';
+import { waitFor } from '../kit/wait.ts';
 import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
 
 // ---- two daemons on one store -------------------------------------------------------------------------------

@@ -14,8 +14,8 @@ import type { AssignReply } from '../../src/ipc/protocol.ts';
 import { parsePrefix } from '../../src/net/ip.ts';
 import { openFileStore } from '../../src/store/file.ts';
 import { APP_JS, INDEX_HTML, STYLE_CSS } from '../../src/status/ui/assets.ts';
-import { startTestDaemon } from '../lib/daemon.ts';
-import { waitFor } from '../lib/wait.ts';
+import { startTestDaemon } from '../kit/daemon.ts';
+import { waitFor } from '../kit/wait.ts';
 
 const HOSTILE = '<img src=x onerror="document.title=1">';
 const DASHBOARD = new URL('../../deploy/grafana/blockspeaker.json', import.meta.url).pathname;

@@ -7,8 +7,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { openStore } from '../../src/store/open.ts';
 import { StoreError } from '../../src/store/types.ts';
-import { runCli } from '../lib/cli.ts';
-import { toolsGate } from '../lib/tools.ts';
+import { runCli } from '../kit/cli.ts';
+import { toolsGate } from '../kit/tools.ts';
 import { makePki, type TestPki } from './certs.ts';
 import { EtcdCluster, etcdGate } from './etcd-harness.ts';
 

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { driveC, projectRoot, runWine, startWine, windowsNode, zPath, type WineChild, type WineResult } from '../../packaging/windows/wine.ts';
-import { launcher } from '../lib/launcher.ts';
+import { launcher } from '../kit/launcher.ts';
 import { freePort } from '../store/etcd-harness.ts';
 import { exe, parseLog, windowsReady } from './harness.ts';
 

@@ -17,7 +17,7 @@ import path from 'node:path';
 import { Speaker } from '../../src/bgp/speaker.ts';
 import { parseIP, parsePrefix, prefixContainsIP } from '../../src/net/ip.ts';
 import { driveC, runWine, startWine, zPath, type WineChild, type WineResult } from '../../packaging/windows/wine.ts';
-import { freePort } from '../lib/wait.ts';
+import { freePort } from '../kit/wait.ts';
 import { exe, windowsReady } from './harness.ts';
 import { installStandins, standinEnv, standinReady } from './standin/build.ts';
 import { type Standin, startStandin } from './standin/server.ts';

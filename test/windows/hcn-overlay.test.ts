@@ -10,7 +10,7 @@ import { ourVtepLayout } from '../../src/cluster/vtep.ts';
 import { Ipam } from '../../src/ipam/ipam.ts';
 import { openStore } from '../../src/store/open.ts';
 import { driveC, runWine, startWine, zPath } from '../../packaging/windows/wine.ts';
-import { freePort } from '../lib/wait.ts';
+import { freePort } from '../kit/wait.ts';
 import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
 import { exe, windowsReady } from './harness.ts';
 import { installStandins, standinEnv, standinReady } from './standin/build.ts';

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { driveC, runWine, zPath } from '../../packaging/windows/wine.ts';
-import { freePort } from '../lib/wait.ts';
+import { freePort } from '../kit/wait.ts';
 import { exe, windowsReady } from './harness.ts';
 
 async function until<T>(what: string, ms: number, f: () => Promise<T | false | undefined>): Promise<T> {

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { Speaker } from '../../src/bgp/speaker.ts';
 import { parsePrefix } from '../../src/net/ip.ts';
 import { driveC, startWine, zPath } from '../../packaging/windows/wine.ts';
-import { freePort } from '../lib/wait.ts';
+import { freePort } from '../kit/wait.ts';
 import { exe, windowsReady } from './harness.ts';
 
 async function until(what: string, ms: number, ok: () => boolean): Promise<void> {
