@@ -1,13 +1,17 @@
 // BFD detection time, ours against BIRD's and FRR's, over N cuts of a link in the namespace lab (both ends run BFD
 // at the same 300 ms x 3, i.e. a 900 ms detection time). A cut drops every packet arriving at either end
-// (iptables INPUT, test/interop/bfd.ts); detection time = first Down after the cut, minus the cut. Ours is read
+// (iptables INPUT, test/kit/interop/bfd.ts); detection time = first Down after the cut, minus the cut. Ours is read
 // from our log's timestamp (ms); the peer's by polling its BFD state (birdc / vtysh, each poll ~5-30 ms, so its
 // figure is an upper bound). Prints one JSON line per cut and a final JSON line with the medians.
 // Needs root, bird2, frr, iptables.  npm run bench:bfd-detect -- --cuts 5
 import { parseArgs } from 'node:util';
-import { assertPrereqs, cleanupAll, createLink, startPeer, waitFor, type PeerKind } from '../test/interop/harness.ts';
-import { startOurs } from '../test/interop/ours.ts';
-import { cutLink, ourBfdDownAt, peerBfdState } from '../test/interop/bfd.ts';
+import { cleanupAll, createLink } from '../test/kit/interop/netns.ts';
+import type { PeerKind } from '../test/kit/interop/peer-types.ts';
+import { assertPrereqs } from '../test/kit/interop/prereqs.ts';
+import { startPeer } from '../test/kit/interop/start-peer.ts';
+import { waitFor } from '../test/kit/interop/wait-for.ts';
+import { startOurs } from '../test/kit/interop/our-speaker.ts';
+import { cutLink, ourBfdDownAt, peerBfdState } from '../test/kit/interop/bfd.ts';
 
 const { values } = parseArgs({ options: { cuts: { type: 'string', default: '5' }, peers: { type: 'string', default: 'bird,frr' } } });
 const CUTS = Number(values.cuts);

@@ -9,8 +9,11 @@
 //
 // Prints one JSON line per round and a final JSON line with the medians.
 import { parseArgs } from 'node:util';
-import { assertPrereqs, cleanupAll, createLink, startPeer, type Peer, type PeerKind } from '../test/interop/harness.ts';
-import { startOurs } from '../test/interop/ours.ts';
+import { cleanupAll, createLink } from '../test/kit/interop/netns.ts';
+import type { Peer, PeerKind } from '../test/kit/interop/peer-types.ts';
+import { assertPrereqs } from '../test/kit/interop/prereqs.ts';
+import { startPeer } from '../test/kit/interop/start-peer.ts';
+import { startOurs } from '../test/kit/interop/our-speaker.ts';
 
 const { values } = parseArgs({ options: { routes: { type: 'string', default: '500' }, rounds: { type: 'string', default: '3' }, 'poll-ms': { type: 'string', default: '200' } } });
 const N = Number(values.routes);

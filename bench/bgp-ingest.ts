@@ -70,9 +70,9 @@ import { asSequence, makeAttrs, type PathAttrs } from '../src/rib/attrs.ts';
 import type { PrefixList } from '../src/rib/prefixlist.ts';
 import { REAL_TABLE_COUNTS, generateTable, mulberry32 } from '../src/rib/tablegen.ts';
 import { readPrefixFile } from '../src/rib/tableio.ts';
-import {
-  cleanupLeftovers, createLink, runInNetns, startPeer, type Link, type Peer,
-} from '../test/interop/harness.ts';
+import { cleanupLeftovers, createLink, runInNetns, type Link } from '../test/kit/interop/netns.ts';
+import type { Peer } from '../test/kit/interop/peer-types.ts';
+import { startPeer } from '../test/kit/interop/start-peer.ts';
 import { summarizeProfile, type ProfileSummary } from './lib/cpuprofile.ts';
 import { summarize } from './lib/heapsummary.ts';
 import { launcher } from '../test/kit/launcher.ts';

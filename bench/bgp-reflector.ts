@@ -13,7 +13,7 @@
 // Needs root, bird2, iproute2, curl, nsenter and prlimit (util-linux). About 2 minutes on 2 cores at 1,000 clients
 // (the build ~40 s, each reflector ~30 s); --clients 50 takes 20 s.
 //
-// Topology: one veth link (test/interop/harness.ts createLink), one /16 on it. The clients' namespace holds client
+// Topology: one veth link (test/kit/interop/netns.ts createLink), one /16 on it. The clients' namespace holds client
 // addresses 100.64.a.b/16 (a < 128, host parts 1-254); the reflector's namespace its router ID 100.64.0.1/16 and, for
 // each client, the address that client's session goes to, 100.64.(128+a).b/16 (one BIRD cannot run two sessions to
 // one neighbour address: each client needs its own). Every client is on a connected network of the reflector. The
@@ -70,7 +70,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { ourNodeLayout, type ClusterNode } from '../src/cluster/node.ts';
 import { openFileStore } from '../src/store/file.ts';
-import { cleanupLeftovers, createLink, runInNetns, type Link } from '../test/interop/harness.ts';
+import { cleanupLeftovers, createLink, runInNetns, type Link } from '../test/kit/interop/netns.ts';
 import { launcher } from '../test/kit/launcher.ts';
 import { finish, fmtS, heapSnapshotOf, log, monoOffset, now, r0, r1, r2, requirePrereqs, sleep, tempDirs } from './lib/daemon-bench.ts';
 import { ensureNofile, parseProtocols, startBird, type BirdProcess, type BirdProto } from './lib/bird-proc.ts';

@@ -31,7 +31,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ipcRequest } from '../src/ipc/client.ts';
 import type { AssignReply, AvailableReply } from '../src/ipc/protocol.ts';
-import { assertPrereqs, cleanupAll, createLink, createNetns, execInNetns, runInNetns, waitFor } from '../test/interop/harness.ts';
+import { cleanupAll, createLink, createNetns, execInNetns, runInNetns } from '../test/kit/interop/netns.ts';
+import { assertPrereqs } from '../test/kit/interop/prereqs.ts';
+import { waitFor } from '../test/kit/interop/wait-for.ts';
 
 const { values } = parseArgs({
   options: {

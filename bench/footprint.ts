@@ -26,7 +26,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { launcher } from '../test/kit/launcher.ts';
-import { freePort } from '../test/store/etcd-harness.ts';
+import { freePort } from '../test/kit/etcd-cluster.ts';
 
 const { values } = parseArgs({
   options: {

@@ -11,7 +11,7 @@ import { parseArgs } from 'node:util';
 import { Ipam } from '../src/ipam/ipam.ts';
 import { layoutByName } from '../src/ipam/layouts.ts';
 import { openStore } from '../src/store/open.ts';
-import { EtcdCluster } from '../test/store/etcd-harness.ts';
+import { EtcdCluster } from '../test/kit/etcd-cluster.ts';
 
 const { values } = parseArgs({
   options: { count: { type: 'string', default: '400' }, 'in-flight': { type: 'string', default: '1' }, rounds: { type: 'string', default: '3' } },

@@ -15,7 +15,7 @@ import { parseArgs } from 'node:util';
 import { Ipam } from '../src/ipam/ipam.ts';
 import { openStore } from '../src/store/open.ts';
 import type { EtcdStore } from '../src/store/etcd.ts';
-import { EtcdCluster } from '../test/store/etcd-harness.ts';
+import { EtcdCluster } from '../test/kit/etcd-cluster.ts';
 
 const { values, positionals } = parseArgs({
   options: {

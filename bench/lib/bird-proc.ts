@@ -4,7 +4,7 @@
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runInNetns } from '../../test/interop/harness.ts';
+import { runInNetns } from '../../test/kit/interop/netns.ts';
 import { BirdCtl } from './birdctl.ts';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

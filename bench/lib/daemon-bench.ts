@@ -5,7 +5,9 @@ import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cleanupAll, missingPrereqs, type PeerKind } from '../../test/interop/harness.ts';
+import { cleanupAll } from '../../test/kit/interop/netns.ts';
+import type { PeerKind } from '../../test/kit/interop/peer-types.ts';
+import { missingPrereqs } from '../../test/kit/interop/prereqs.ts';
 
 export const log = (s: string): void => console.log(s);
 export const sleep = (ms: number): Promise<void> => new Promise<void>((r) => setTimeout(r, ms));

@@ -5,8 +5,9 @@
 //
 // Needs root, bird2, iproute2, etcd; interopGate/etcdGate with REQUIRE_PEERS=1 decide skip vs fail.
 import t from 'tap';
-import { interopGate, waitFor } from '../interop/harness.ts';
-import { etcdGate } from '../store/etcd-harness.ts';
+import { interopGate } from '../kit/interop/gate.ts';
+import { waitFor } from '../kit/interop/wait-for.ts';
+import { etcdGate } from '../kit/etcd-cluster.ts';
 import { ETCD, Lab, status } from './lab.ts';
 
 const V3 = '/calico/resources/v3/projectcalico.org/';

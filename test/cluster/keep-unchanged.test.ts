@@ -5,7 +5,7 @@ import t from 'tap';
 import type { PeerConfig } from '../../src/config/types.ts';
 import { keepUnchanged } from '../../src/daemon/cluster.ts';
 import { loopbackSpeakers } from '../bgp/loopback.ts';
-import { waitFor } from '../interop/harness.ts';
+import { waitFor } from '../kit/interop/wait-for.ts';
 
 const peerArb = fc.record({
   address: fc.constantFrom('10.0.0.1', '10.0.0.2', '10.0.0.3', 'fd00::1'),

@@ -5,7 +5,8 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createNetns, execInNetns, runInNetns, waitFor, type Netns } from '../interop/harness.ts';
+import { createNetns, execInNetns, runInNetns, type Netns } from '../kit/interop/netns.ts';
+import { waitFor } from '../kit/interop/wait-for.ts';
 
 const BIN = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
 export const ETCD = 'etcd://10.77.0.254:2379';

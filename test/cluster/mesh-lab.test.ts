@@ -13,8 +13,9 @@
 import t from 'tap';
 import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply } from '../../src/ipc/protocol.ts';
-import { interopGate, waitFor } from '../interop/harness.ts';
-import { etcdGate } from '../store/etcd-harness.ts';
+import { interopGate } from '../kit/interop/gate.ts';
+import { waitFor } from '../kit/interop/wait-for.ts';
+import { etcdGate } from '../kit/etcd-cluster.ts';
 import { birdPeer, block28, ETCD, Lab, meshNodeYaml, status as get } from './lab.ts';
 
 const POOL = '10.244.0.0/26'; // four /28 blocks

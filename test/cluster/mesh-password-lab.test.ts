@@ -9,8 +9,9 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { interopGate, waitFor } from '../interop/harness.ts';
-import { etcdGate } from '../store/etcd-harness.ts';
+import { interopGate } from '../kit/interop/gate.ts';
+import { waitFor } from '../kit/interop/wait-for.ts';
+import { etcdGate } from '../kit/etcd-cluster.ts';
 import { birdPeer, Lab, meshNodeYaml, status as get, type LabNode } from './lab.ts';
 
 const gate = interopGate(t, ['bird']);

@@ -15,8 +15,9 @@ import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply } from '../../src/ipc/protocol.ts';
-import { interopGate, waitFor } from '../interop/harness.ts';
-import { etcdGate } from '../store/etcd-harness.ts';
+import { interopGate } from '../kit/interop/gate.ts';
+import { waitFor } from '../kit/interop/wait-for.ts';
+import { etcdGate } from '../kit/etcd-cluster.ts';
 import { block28, Lab, meshNodeYaml, status as get, type Daemon, type LabNode } from './lab.ts';
 
 const gate = interopGate(t, []);

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply } from '../../src/ipc/protocol.ts';
 import { openStore } from '../../src/store/open.ts';
-import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
+import { EtcdCluster, etcdGate } from '../kit/etcd-cluster.ts';
 import { freePort, waitFor } from '../kit/wait.ts';
 import { calicoCluster, ipamConfig } from '../ipam/calico-fixtures.ts';
 

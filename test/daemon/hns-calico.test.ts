@@ -17,7 +17,7 @@ import { openStore } from '../../src/store/open.ts';
 import { calicoKeys } from '../../src/calico/keys.ts';
 import { decodeBlock, isWindowsReserved } from '../../src/calico/ipam-model.ts';
 import { checkCalico } from '../../src/ipam/calico/check.ts';
-import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
+import { EtcdCluster, etcdGate } from '../kit/etcd-cluster.ts';
 import { affinity, ipamConfig, node } from '../ipam/calico-fixtures.ts';
 
 const SEQ = 1795600000123456789n;

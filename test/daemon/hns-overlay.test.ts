@@ -14,7 +14,7 @@ import type { AssignReply } from '../../src/ipc/protocol.ts';
 import { Ipam } from '../../src/ipam/ipam.ts';
 import { openStore } from '../../src/store/open.ts';
 import { ourVtepLayout } from '../../src/cluster/vtep.ts';
-import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
+import { EtcdCluster, etcdGate } from '../kit/etcd-cluster.ts';
 import { startHnsDaemon } from '../kit/daemon.ts';
 
 const dir = mkdtempSync(join(tmpdir(), `bs-hns-overlay-${process.pid}-`));

@@ -13,7 +13,7 @@ import type { ChildProcess } from 'node:child_process';
 import { pino } from 'pino';
 import { parseConfig } from '../../src/config/config.ts';
 import { Daemon } from '../../src/daemon/daemon.ts';
-import { createLink, type Link, type Netns } from '../interop/harness.ts';
+import { createLink, type Link, type Netns } from '../kit/interop/netns.ts';
 import { toolsGate } from '../kit/tools.ts';
 import { waitFor } from '../kit/wait.ts';
 

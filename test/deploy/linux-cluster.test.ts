@@ -23,7 +23,9 @@ import { execFileSync, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createNetns, execInNetns, interopGate, runInNetns, waitFor, type Netns } from '../interop/harness.ts';
+import { interopGate } from '../kit/interop/gate.ts';
+import { createNetns, execInNetns, runInNetns, type Netns } from '../kit/interop/netns.ts';
+import { waitFor } from '../kit/interop/wait-for.ts';
 import { toolPath, toolsGate } from '../kit/tools.ts';
 import { manifest, renderPod, repoRoot, type Obj, type RenderedContainer, type RenderedPod } from './pod.ts';
 

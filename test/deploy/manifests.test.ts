@@ -15,7 +15,7 @@ import { parseConfig, type Config } from '../../src/config/config.ts';
 import { linuxPlatform, realDeps } from '../../src/platform/platform.ts';
 import { openFileStore } from '../../src/store/file.ts';
 import { blockspeakerBin } from '../kit/cli.ts';
-import { freePort } from '../store/etcd-harness.ts';
+import { freePort } from '../kit/etcd-cluster.ts';
 import { ETCD_SECRET, manifest, renderPod, repoRoot, type Manifest, type Obj, type RenderedPod } from './pod.ts';
 
 const NODE = { name: 'node-7', ip: '10.0.0.7' };

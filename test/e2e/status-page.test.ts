@@ -16,7 +16,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply } from '../../src/ipc/protocol.ts';
-import { createLink, execInNetns, interopGate, requirePeers, runInNetns, startPeer, waitFor } from '../interop/harness.ts';
+import { interopGate, requirePeers } from '../kit/interop/gate.ts';
+import { createLink, execInNetns, runInNetns } from '../kit/interop/netns.ts';
+import { startPeer } from '../kit/interop/start-peer.ts';
+import { waitFor } from '../kit/interop/wait-for.ts';
 import { Browser, CHROMIUM } from '../kit/cdp.ts';
 
 const BIN = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;

@@ -19,7 +19,9 @@ import { join } from 'node:path';
 import { ipcRequest } from '../../src/ipc/client.ts';
 import type { AssignReply, AvailableReply } from '../../src/ipc/protocol.ts';
 import { toolsGate } from '../kit/tools.ts';
-import { createLink, createNetns, execInNetns, interopGate, runInNetns, waitFor, type Netns } from '../interop/harness.ts';
+import { interopGate } from '../kit/interop/gate.ts';
+import { createLink, createNetns, execInNetns, runInNetns, type Netns } from '../kit/interop/netns.ts';
+import { waitFor } from '../kit/interop/wait-for.ts';
 
 const BIN = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
 const CNI_BIN = new URL('../../bin/blockspeaker-cni', import.meta.url).pathname;

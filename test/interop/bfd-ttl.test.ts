@@ -5,8 +5,9 @@
 import t from 'tap';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createLink, interopGate, runNodeInNetns } from './harness.ts';
-import { startOurs } from './ours.ts';
+import { interopGate } from '../kit/interop/gate.ts';
+import { createLink, runNodeInNetns } from '../kit/interop/netns.ts';
+import { startOurs } from '../kit/interop/our-speaker.ts';
 
 const gate = interopGate(t, []);
 const SENDER = path.join(path.dirname(fileURLToPath(import.meta.url)), 'bfd-sender.ts');

@@ -5,10 +5,14 @@
 // The detection times are printed as comments (bench/bfd-detect.ts measures them), never asserted.
 // Needs root, bird2 and frr (REQUIRE_PEERS=1: fails without).
 import t from 'tap';
-import { createLink, gateDecision, interopGate, startPeer, waitFor, type PeerKind } from './harness.ts';
-import { startOurs } from './ours.ts';
+import { gateDecision, interopGate } from '../kit/interop/gate.ts';
+import { createLink } from '../kit/interop/netns.ts';
+import type { PeerKind } from '../kit/interop/peer-types.ts';
+import { startPeer } from '../kit/interop/start-peer.ts';
+import { waitFor } from '../kit/interop/wait-for.ts';
+import { startOurs } from '../kit/interop/our-speaker.ts';
 import { missingTools } from '../kit/tools.ts';
-import { cutLink, ourBfdDownAt, peerBfdState } from './bfd.ts';
+import { cutLink, ourBfdDownAt, peerBfdState } from '../kit/interop/bfd.ts';
 
 const tools = gateDecision(missingTools(['iptables']));
 if (tools.fail) t.fail(`${tools.skip} (REQUIRE_PEERS=1, so this is a failure, not a skip)`);

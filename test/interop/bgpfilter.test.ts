@@ -4,8 +4,10 @@
 import t from 'tap';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { createLink, interopGate, startPeer } from './harness.ts';
-import { startOurs } from './ours.ts';
+import { interopGate } from '../kit/interop/gate.ts';
+import { createLink } from '../kit/interop/netns.ts';
+import { startPeer } from '../kit/interop/start-peer.ts';
+import { startOurs } from '../kit/interop/our-speaker.ts';
 
 const gate = interopGate(t, ['bird']);
 t.test('BGPFilter addCommunity / prependASPath / Reject seen by BIRD', { skip: gate }, async (t) => {

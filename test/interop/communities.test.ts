@@ -3,8 +3,11 @@
 // back; the communities BIRD and GoBGP attach to their routes show in our /routes. Needs root, bird2 and gobgpd
 // (REQUIRE_PEERS=1: fails without them).
 import t from 'tap';
-import { createLink, interopGate, startPeer, type PeerKind } from './harness.ts';
-import { startOurs } from './ours.ts';
+import { interopGate } from '../kit/interop/gate.ts';
+import { createLink } from '../kit/interop/netns.ts';
+import type { PeerKind } from '../kit/interop/peer-types.ts';
+import { startPeer } from '../kit/interop/start-peer.ts';
+import { startOurs } from '../kit/interop/our-speaker.ts';
 
 for (const kind of ['bird', 'gobgp'] as PeerKind[]) {
   const gate = interopGate(t, [kind]);

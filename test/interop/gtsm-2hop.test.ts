@@ -4,8 +4,11 @@
 // comes up Established with routes; ttlSecurity 1 on our side (we accept only TTL 255) never does, and /peers says
 // why. Needs root, bird2 and frr (REQUIRE_PEERS=1: fails without them).
 import t, { type Test } from 'tap';
-import { createLink, execInNetns, interopGate, startPeer, type Link, type PeerKind } from './harness.ts';
-import { startOurs } from './ours.ts';
+import { interopGate } from '../kit/interop/gate.ts';
+import { createLink, execInNetns, type Link } from '../kit/interop/netns.ts';
+import type { PeerKind } from '../kit/interop/peer-types.ts';
+import { startPeer } from '../kit/interop/start-peer.ts';
+import { startOurs } from '../kit/interop/our-speaker.ts';
 
 const gate = interopGate(t, ['bird', 'frr']);
 

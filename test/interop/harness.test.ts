@@ -1,10 +1,13 @@
 // Proves the interop harness against the real daemons: BIRD <-> GoBGP and FRR <-> BIRD in namespaces joined by
 // veth. Skips without root/packages unless REQUIRE_PEERS=1 (CI), where that is a failure.
 import t from 'tap';
-import {
-  interopGate, createLink, startPeer, waitFor, parseBirdRoutes, parseBirdProtocol, normalizeGobgpRib,
-  normalizeFrrRoutes, gateDecision,
-} from './harness.ts';
+import { parseBirdRoutes, parseBirdProtocol } from '../kit/interop/bird-peer.ts';
+import { normalizeFrrRoutes } from '../kit/interop/frr-peer.ts';
+import { interopGate, gateDecision } from '../kit/interop/gate.ts';
+import { normalizeGobgpRib } from '../kit/interop/gobgp-peer.ts';
+import { createLink } from '../kit/interop/netns.ts';
+import { startPeer } from '../kit/interop/start-peer.ts';
+import { waitFor } from '../kit/interop/wait-for.ts';
 
 t.test('parsers and gate (no daemons)', async (t) => {
   const bird = [

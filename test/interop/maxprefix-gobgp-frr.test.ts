@@ -4,8 +4,12 @@
 // GoBGP in its neighbour's notification counter and its log), and after the restart time the session comes back
 // once the peer is under the limit. Needs root, gobgpd and frr (REQUIRE_PEERS=1: fails, never skips, without).
 import t from 'tap';
-import { createLink, interopGate, startPeer, waitFor, type Peer, type PeerKind } from './harness.ts';
-import { startOurs } from './ours.ts';
+import { interopGate } from '../kit/interop/gate.ts';
+import { createLink } from '../kit/interop/netns.ts';
+import type { Peer, PeerKind } from '../kit/interop/peer-types.ts';
+import { startPeer } from '../kit/interop/start-peer.ts';
+import { waitFor } from '../kit/interop/wait-for.ts';
+import { startOurs } from '../kit/interop/our-speaker.ts';
 
 const gate = interopGate(t, ['gobgp', 'frr']);
 // AFI 1 (IPv4), SAFI 1 (unicast), upper bound 4: the data of our NOTIFICATION.

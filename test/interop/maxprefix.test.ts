@@ -2,8 +2,11 @@
 // Maximum Number of Prefixes Reached (BIRD reports it), /peers/ADDR and /metrics say so, and after the restart
 // time the session comes back once BIRD is under the limit. Needs root and bird2 (REQUIRE_PEERS=1: fails without).
 import t from 'tap';
-import { createLink, interopGate, startPeer, waitFor } from './harness.ts';
-import { startOurs } from './ours.ts';
+import { interopGate } from '../kit/interop/gate.ts';
+import { createLink } from '../kit/interop/netns.ts';
+import { startPeer } from '../kit/interop/start-peer.ts';
+import { waitFor } from '../kit/interop/wait-for.ts';
+import { startOurs } from '../kit/interop/our-speaker.ts';
 
 const gate = interopGate(t, ['bird']);
 

@@ -6,8 +6,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { createLink, interopGate, startPeer, type NeighborOptions, type PeerKind } from './harness.ts';
-import { startOurs, type OurPeer } from './ours.ts';
+import { interopGate } from '../kit/interop/gate.ts';
+import { createLink } from '../kit/interop/netns.ts';
+import type { NeighborOptions, PeerKind } from '../kit/interop/peer-types.ts';
+import { startPeer } from '../kit/interop/start-peer.ts';
+import { startOurs, type OurPeer } from '../kit/interop/our-speaker.ts';
 
 const gate = interopGate(t, ['bird', 'frr']);
 

@@ -3,8 +3,10 @@
 // GoBGP announces routes whose AS_PATH already holds our AS once and twice: dropped by default, accepted up to
 // peers[].allowAsIn times. Needs root, bird2 and gobgpd (REQUIRE_PEERS=1: fails without them).
 import t from 'tap';
-import { createLink, interopGate, startPeer } from './harness.ts';
-import { startOurs } from './ours.ts';
+import { interopGate } from '../kit/interop/gate.ts';
+import { createLink } from '../kit/interop/netns.ts';
+import { startPeer } from '../kit/interop/start-peer.ts';
+import { startOurs } from '../kit/interop/our-speaker.ts';
 
 const birdGate = interopGate(t, ['bird']);
 t.test('localAsn: BIRD expects AS 65100 from a node of AS 65001', { skip: birdGate }, async (t) => {

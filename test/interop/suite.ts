@@ -10,8 +10,11 @@
  *  6. wrong peer AS, both ways: OPEN Message Error / Bad Peer AS sent by the side that sees it
  */
 import type { Test } from 'tap';
-import { createLink, startPeer, waitFor, type Peer, type PeerKind } from './harness.ts';
-import { startOurs, type OurConfig, type Ours } from './ours.ts';
+import { createLink } from '../kit/interop/netns.ts';
+import type { Peer, PeerKind } from '../kit/interop/peer-types.ts';
+import { startPeer } from '../kit/interop/start-peer.ts';
+import { waitFor } from '../kit/interop/wait-for.ts';
+import { startOurs, type OurConfig, type Ours } from '../kit/interop/our-speaker.ts';
 
 const OUR_AS = 4200000001;
 const PEER_AS = 4200000002;

@@ -5,7 +5,7 @@ import { checkCalico } from '../../src/ipam/calico/check.ts';
 import { calicoKeys } from '../../src/calico/keys.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { openStore } from '../../src/store/open.ts';
-import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
+import { EtcdCluster, etcdGate } from '../kit/etcd-cluster.ts';
 import { calicoCluster, handle, ipamCli, linuxBlockA, linuxBlockB } from './calico-fixtures.ts';
 
 async function loaded(): Promise<MemoryStore> {

@@ -11,7 +11,7 @@ import { checkCalico } from '../../src/ipam/calico/check.ts';
 import { openStore } from '../../src/store/open.ts';
 import { parseIP, parsePrefix, prefixContainsIP } from '../../src/net/ip.ts';
 import type { Store } from '../../src/store/types.ts';
-import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
+import { EtcdCluster, etcdGate } from '../kit/etcd-cluster.ts';
 import { checkInvariants } from './invariants.ts';
 import { CalicoWriter } from './calico-writer.ts';
 import { calicoCluster, windowsBlock } from './calico-fixtures.ts';

@@ -13,7 +13,7 @@ import { decodeBlock } from '../../src/calico/ipam-model.ts';
 import { migrateLayout } from '../../src/ipam/migrate-layout.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { openStore } from '../../src/store/open.ts';
-import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
+import { EtcdCluster, etcdGate } from '../kit/etcd-cluster.ts';
 import { checkInvariants } from './invariants.ts';
 import { calicoCluster, ipamCli } from './calico-fixtures.ts';
 

@@ -17,7 +17,7 @@ import { parsePrefix, subnetAt, subnetCount } from '../../src/net/ip.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { openStore } from '../../src/store/open.ts';
 import { StoreError, type Store } from '../../src/store/types.ts';
-import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
+import { EtcdCluster, etcdGate } from '../kit/etcd-cluster.ts';
 import { CrashingStore } from './crashing-store.ts';
 import { checkInvariants } from './invariants.ts';
 

@@ -4,7 +4,7 @@
 import t from 'tap';
 import { Ipam } from '../../src/ipam/ipam.ts';
 import { openStore } from '../../src/store/open.ts';
-import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
+import { EtcdCluster, etcdGate } from '../kit/etcd-cluster.ts';
 import { startChild, verify, waitFor } from './etcd-run.ts';
 
 const HOSTS = ['h1', 'h2', 'h3'];

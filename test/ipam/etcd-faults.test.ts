@@ -5,7 +5,7 @@
 import t, { type Test } from 'tap';
 import { Ipam } from '../../src/ipam/ipam.ts';
 import { openStore } from '../../src/store/open.ts';
-import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
+import { EtcdCluster, etcdGate } from '../kit/etcd-cluster.ts';
 import { kill9, startChild, verify, waitFor, type ChildRun } from './etcd-run.ts';
 
 const HOSTS = ['h1', 'h2', 'h3'];

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runWine, startWine, windowsDist, zPath } from '../../packaging/windows/wine.ts';
-import { freePort } from '../store/etcd-harness.ts';
+import { freePort } from '../kit/etcd-cluster.ts';
 import { exe, parseLog, until, windowsReady } from '../windows/harness.ts';
 
 if (windowsReady(t)) {

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { driveC, runWine, startWine, windowsNode, zPath, type WineResult } from '../../packaging/windows/wine.ts';
-import { freePort } from '../store/etcd-harness.ts';
+import { freePort } from '../kit/etcd-cluster.ts';
 import { exe, parseLog, until, windowsReady } from '../windows/harness.ts';
 
 /** Takes the pipe, logs each connection and every byte it is sent, greets with a net-ipc handshake and answers all. */

@@ -29,7 +29,7 @@ import { getStatus } from '../kit/daemon.ts';
 import { openStore } from '../../src/store/open.ts';
 import type { Op, Store } from '../../src/store/types.ts';
 import { waitFor } from '../kit/wait.ts';
-import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
+import { EtcdCluster, etcdGate } from '../kit/etcd-cluster.ts';
 
 // ---- two daemons on one store -------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import { migrateStore } from '../../src/store/migrate.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { openStore } from '../../src/store/open.ts';
 import { checkInvariants } from '../ipam/invariants.ts';
-import { EtcdCluster, etcdGate } from './etcd-harness.ts';
+import { EtcdCluster, etcdGate } from '../kit/etcd-cluster.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const BIN = join(ROOT, 'bin', 'blockspeaker.js');

@@ -3,7 +3,7 @@
 // transaction twice, never report an applied one as failed, and say "outcome unknown" when it cannot tell.
 import t from 'tap';
 import { openEtcdStore, type EtcdStore } from '../../src/store/etcd.ts';
-import { EtcdCluster, etcdGate } from './etcd-harness.ts';
+import { EtcdCluster, etcdGate } from '../kit/etcd-cluster.ts';
 import { TcpProxy } from './tcp-proxy.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -10,7 +10,7 @@ import { StoreError } from '../../src/store/types.ts';
 import { runCli } from '../kit/cli.ts';
 import { toolsGate } from '../kit/tools.ts';
 import { makePki, type TestPki } from './certs.ts';
-import { EtcdCluster, etcdGate } from './etcd-harness.ts';
+import { EtcdCluster, etcdGate } from '../kit/etcd-cluster.ts';
 
 const FAST = { connectTimeoutMs: 3000, retryForMs: 3000 };
 const PASSWORD = 'pa55-w0rd-not-in-logs';

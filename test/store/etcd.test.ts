@@ -9,7 +9,7 @@ import { EtcdStore, openEtcdStore } from '../../src/store/etcd.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { openStore, parseEtcdUrl } from '../../src/store/open.ts';
 import type { KeyValue, Op, Store, WatchEvent } from '../../src/store/types.ts';
-import { EtcdCluster, etcdGate, freePort } from './etcd-harness.ts';
+import { EtcdCluster, etcdGate, freePort } from '../kit/etcd-cluster.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -20,7 +20,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { driveC, runWine, startWine, zPath } from '../../packaging/windows/wine.ts';
 import { dirAccessProblem, dirRefusal, fixCommand } from '../../src/platform/dir-acl.ts';
-import { freePort } from '../store/etcd-harness.ts';
+import { freePort } from '../kit/etcd-cluster.ts';
 import { readAcls } from './acl-reader.ts';
 import { exe, parseLog, until, windowsReady } from './harness.ts';
 

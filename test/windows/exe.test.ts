@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { driveC, projectRoot, runWine, startWine, windowsNode, zPath, type WineChild, type WineResult } from '../../packaging/windows/wine.ts';
 import { launcher } from '../kit/launcher.ts';
-import { freePort } from '../store/etcd-harness.ts';
+import { freePort } from '../kit/etcd-cluster.ts';
 import { exe, parseLog, windowsReady } from './harness.ts';
 
 const NET = 'k8s-pod-network';

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { runWine, startWine, zPath } from '../../packaging/windows/wine.ts';
 import { fixCommand } from '../../src/platform/dir-acl.ts';
 import { fixFileCommand } from '../../src/platform/file-acl.ts';
-import { freePort } from '../store/etcd-harness.ts';
+import { freePort } from '../kit/etcd-cluster.ts';
 import { exe, parseLog, until, windowsReady } from './harness.ts';
 
 if (windowsReady(t)) {

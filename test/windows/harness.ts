@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { ensureWinePrefix, projectRoot, wineBinary, windowsDist } from '../../packaging/windows/wine.ts';
-import { requirePeers } from '../store/etcd-harness.ts';
+import { requirePeers } from '../kit/etcd-cluster.ts';
 
 export const exe = {
   cli: path.join(windowsDist, 'blockspeaker.exe'),

@@ -11,7 +11,7 @@ import { Ipam } from '../../src/ipam/ipam.ts';
 import { openStore } from '../../src/store/open.ts';
 import { driveC, runWine, startWine, zPath } from '../../packaging/windows/wine.ts';
 import { freePort } from '../kit/wait.ts';
-import { EtcdCluster, etcdGate } from '../store/etcd-harness.ts';
+import { EtcdCluster, etcdGate } from '../kit/etcd-cluster.ts';
 import { exe, windowsReady } from './harness.ts';
 import { installStandins, standinEnv, standinReady } from './standin/build.ts';
 import { startStandin } from './standin/server.ts';

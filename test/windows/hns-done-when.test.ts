@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { driveC, runWine, startWine, zPath, type WineResult } from '../../packaging/windows/wine.ts';
 import { parseIP, parsePrefix, prefixContainsIP } from '../../src/net/ip.ts';
-import { freePort } from '../store/etcd-harness.ts';
+import { freePort } from '../kit/etcd-cluster.ts';
 import { exe, windowsReady } from './harness.ts';
 
 const NET = 'cbr0';

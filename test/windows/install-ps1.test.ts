@@ -7,7 +7,7 @@ import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
 import { projectRoot } from '../../packaging/windows/wine.ts';
-import { requirePeers } from '../store/etcd-harness.ts';
+import { requirePeers } from '../kit/etcd-cluster.ts';
 import { ADMIN_ONLY_DIR_SDDL } from '../../src/platform/dir-acl.ts';
 
 const scriptPath = path.join(projectRoot, 'packaging', 'windows', 'install.ps1');

@@ -17,7 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { driveC, runWine, startWine, windowsDist, windowsNode, zPath } from '../../packaging/windows/wine.ts';
 import { adminOnlyDaclProblem } from '../../src/platform/pipe-acl.ts';
-import { freePort } from '../store/etcd-harness.ts';
+import { freePort } from '../kit/etcd-cluster.ts';
 import { exe, parseLog, until, windowsReady } from './harness.ts';
 
 /** Reads a pipe's DACL with its own Win32 calls (not blockspeaker's): prints {sddl} or {error}. */

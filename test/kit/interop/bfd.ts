@@ -8,8 +8,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { execInNetns, type Link, type Peer } from './harness.ts';
-import { toolPath } from '../kit/tools.ts';
+import { execInNetns, type Link } from './netns.ts';
+import type { Peer } from './peer-types.ts';
+import { toolPath } from '../tools.ts';
 
 const execFileP = promisify(execFile);
 

@@ -13,9 +13,11 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
-import { execInNetns, runNodeInNetns, waitFor, type Link, type Peer } from './harness.ts';
+import { execInNetns, runNodeInNetns, type Link } from './netns.ts';
+import type { Peer } from './peer-types.ts';
+import { waitFor } from './wait-for.ts';
 
-const BIN = new URL('../../bin/blockspeaker.js', import.meta.url).pathname;
+const BIN = new URL('../../../bin/blockspeaker.js', import.meta.url).pathname;
 const STATUS_PORT = 9179;
 
 type Falsy = false | null | undefined | 0 | '';
