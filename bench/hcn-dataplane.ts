@@ -1,5 +1,5 @@
 // bench/hcn-dataplane: the Windows dataplane through HCN and IP Helper, under wine, against the test-only stand-in
-// DLLs (test/windows/standin). Figures under wine are indicative only: wine's process start, and a stand-in that
+// DLLs (test/kit/windows-standin). Figures under wine are indicative only: wine's process start, and a stand-in that
 // answers over loopback TCP instead of HNS's RPC, are not a Windows node's costs.
 //
 //   npm run bench:hcn -- [--count N] [--routes N]
@@ -16,8 +16,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Speaker } from '../src/bgp/speaker.ts';
 import { driveC, ensureWinePrefix, runWine, startWine, windowsDist, zPath } from '../packaging/windows/wine.ts';
-import { installStandins, standinEnv } from '../test/windows/standin/build.ts';
-import { startStandin } from '../test/windows/standin/server.ts';
+import { installStandins, standinEnv } from '../test/kit/windows-standin/build.ts';
+import { startStandin } from '../test/kit/windows-standin/server.ts';
 import { freePort } from '../test/kit/wait.ts';
 
 const { values } = parseArgs({ options: { count: { type: 'string', default: '15' }, routes: { type: 'string', default: '1000' } } });

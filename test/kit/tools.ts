@@ -20,7 +20,7 @@ export const TOOLS = {
   'host-local': { pkg: 'containernetworking-plugins', paths: ['/usr/lib/cni/host-local'] },
   bridge: { pkg: 'containernetworking-plugins', paths: ['/usr/lib/cni/bridge'] },
   loopback: { pkg: 'containernetworking-plugins', paths: ['/usr/lib/cni/loopback'] },
-  // The test-only stand-ins of computenetwork.dll, vmcompute.dll and IP Helper (test/windows/standin).
+  // The test-only stand-ins of computenetwork.dll, vmcompute.dll and IP Helper (test/kit/windows-standin).
   'x86_64-w64-mingw32-gcc': { pkg: 'gcc-mingw-w64-x86-64', paths: ['/usr/bin/x86_64-w64-mingw32-gcc'] },
 } as const;
 

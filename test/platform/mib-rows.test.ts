@@ -1,7 +1,7 @@
 // IP Helper's rows as bytes (src/platform/mib-rows.ts): round trips, hand-made rows byte by byte, the offsets
 // against netioapi.h (mingw's offsetof values when the stand-in build's layout file is there), and refused input.
 import t from 'tap';
-import * as layout from '../windows/standin/layout.ts';
+import * as layout from '../kit/windows-standin/layout.ts';
 import fc from 'fast-check';
 import type { IpForwardRow } from '../../src/platform/windows-net-api.ts';
 import { formatIP, formatPrefix, IP, prefixOf } from '../../src/net/ip.ts';
@@ -196,7 +196,7 @@ t.test('offsets: netioapi.h on x64', async (t) => {
   t.strictSame({ ...INTERFACE_ROW }, { size: 168, family: 0, interfaceLuid: 8, interfaceIndex: 16, forwardingEnabled: 41, sitePrefixLength: 144 });
   t.equal(FORWARD_TABLE.rows, 8);
 
-  // The stand-in build's record of mingw's offsetof values (test/windows/standin/standin.test.ts checks it against
+  // The stand-in build's record of mingw's offsetof values (test/windows/standin.test.ts checks it against
   // a probe compiled with mingw's netioapi.h).
   const l = layout as unknown as Record<string, { size: number; align: number; fields: Record<string, number> }>;
   const row2 = l.MIB_IPFORWARD_ROW2.fields;

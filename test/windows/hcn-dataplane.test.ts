@@ -1,6 +1,6 @@
 // The Windows dataplane as a node runs it, under wine: the packaged blockspeaker.exe (no --dry-run) programs HNS
 // through computenetwork.dll, attaches its host endpoint through vmcompute.dll and writes routes and forwarding
-// through IP Helper; the DLLs are the test-only stand-ins of test/windows/standin (real exported signatures, state in
+// through IP Helper; the DLLs are the test-only stand-ins of test/kit/windows-standin (real exported signatures, state in
 // a server in this process, HCN's refusals). blockspeaker-cni.exe is called as containerd calls it on Windows: the
 // plugin config from the conflist the daemon wrote, with runtimeConfig (portMappings, dns) added, CNI_NETNS the GUID
 // of an HCN namespace made beforehand, as containerd makes one per pod sandbox.
@@ -19,8 +19,9 @@ import { parseIP, parsePrefix, prefixContainsIP } from '../../src/net/ip.ts';
 import { driveC, runWine, startWine, zPath, type WineChild, type WineResult } from '../../packaging/windows/wine.ts';
 import { freePort } from '../kit/wait.ts';
 import { exe, windowsReady } from './harness.ts';
-import { installStandins, standinEnv, standinReady } from './standin/build.ts';
-import { type Standin, startStandin } from './standin/server.ts';
+import { installStandins, standinEnv, standinReady } from '../kit/windows-standin/build.ts';
+import type { Standin } from '../kit/windows-standin/api.ts';
+import { startStandin } from '../kit/windows-standin/server.ts';
 
 const NET = 'cbr0';
 const MGMT = 'vEthernet (Ethernet)';

@@ -13,8 +13,8 @@ import { driveC, runWine, startWine, zPath } from '../../packaging/windows/wine.
 import { freePort } from '../kit/wait.ts';
 import { EtcdCluster, etcdGate } from '../kit/etcd-cluster.ts';
 import { exe, windowsReady } from './harness.ts';
-import { installStandins, standinEnv, standinReady } from './standin/build.ts';
-import { startStandin } from './standin/server.ts';
+import { installStandins, standinEnv, standinReady } from '../kit/windows-standin/build.ts';
+import { startStandin } from '../kit/windows-standin/server.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;

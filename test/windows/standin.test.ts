@@ -1,18 +1,19 @@
 // The stand-in DLLs under wine: a mingw-built probe loads computenetwork.dll, vmcompute.dll and bs-iphlpapi.dll from
 // the prefix's System32 (as the product does) and calls every export against the stand-in server, which keeps HCN's
-// and IP Helper's state across calls and processes and refuses what Windows refuses. Also checks layout.ts (the
-// struct offsets the koffi bindings must use) against mingw's headers.
+// and IP Helper's state across calls and processes and refuses what Windows refuses. Also checks the stand-in's
+// layout.ts (the struct offsets the koffi bindings must use) against mingw's headers.
 //
 // Needs wine and mingw-w64; with REQUIRE_PEERS=1 (CI) their absence is a failure.
 import t, { type Test } from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runWine, zPath } from '../../../packaging/windows/wine.ts';
-import { HCN } from '../../../src/hns/model.ts';
-import { buildProbe, installStandins, standinEnv, standinReady } from './build.ts';
-import { LAYOUT } from './layout.ts';
-import { HR, type Standin, WIN32, startStandin } from './server.ts';
+import { runWine, zPath } from '../../packaging/windows/wine.ts';
+import { HCN } from '../../src/hns/model.ts';
+import { HR, type Standin, WIN32 } from '../kit/windows-standin/api.ts';
+import { buildProbe, installStandins, standinEnv, standinReady } from '../kit/windows-standin/build.ts';
+import { LAYOUT } from '../kit/windows-standin/layout.ts';
+import { startStandin } from '../kit/windows-standin/server.ts';
 
 interface Out {
   i?: number;

@@ -1,6 +1,6 @@
 /*
  * Test-only computenetwork.dll: the HCN exports with their real signatures, each forwarded to the stand-in server
- * (test/windows/standin/server.ts), which keeps the objects and HCN's rules. Handles live here: a small block per
+ * (test/kit/windows-standin/server.ts), which keeps the objects and HCN's rules. Handles live here: a small block per
  * open object, kept on a list so that a closed, foreign or wrong-kind handle is refused (E_HANDLE) without reading
  * freed memory.
  */
