@@ -10,8 +10,9 @@
 //           full table over one session: time from Established until every prefix is held, CPU, peak RSS
 //   birdsender  npm run bench:bgp-ingest -- --no-bgperf --receivers blockspeaker,bird --sender bird
 //           the same table from BIRD as the sender (one prefix per UPDATE, in its own order), with the sink
-//   peers   npm run bench:bgp-ingest -- --no-full --no-sink --receivers blockspeaker,bird
+//   peers   npm run bench:bgp-peers -- --receivers blockspeaker,bird
 //           100 peers x 100 prefixes from BIRD: time from `birdc enable` until all 10,000 are held, CPU, peak RSS
+//           (a checkout from before bench/bgp-peers.ts: npm run bench:bgp-ingest -- --no-full --no-sink --receivers ...)
 // The BGP shapes run BIRD as a receiver too, in every run of either side: their figures are compared base to head
 // like ours (a control: they should be level), and each side's medians give BIRD against ours with the issue's
 // goals ("versus" lines: BIRD's time over ours, our CPU and RSS over BIRD's, our time over the sink's).
@@ -26,7 +27,10 @@
 // one that does not builds dist/ itself on every run. The ingest shapes and the RIB bench are given the head's
 // default table (../shared/data/tier1-table-2023.txt.gz) by path when it exists: from var/compare/ the base would
 // not find it and would measure the synthetic table instead. Time-saving flags a side's bench lacks are left out;
-// a shape whose bench, npm script or measuring flag a side lacks is reported "not in base" (or "not in head").
+// a shape whose bench, npm script or measuring flag a side lacks is reported "not in base" (or "not in head"). A shape
+// whose bench was split off later is measured in an older checkout by the bench that held it then (bench/lib/compare.ts
+// lists each shape's benches, newest first). A bench's flags are the parseArgs options of its file and of the ./lib/
+// files it imports.
 //
 // Per round, per shape: base, then head. Each run's output goes to var/compare/logs-<time>/; a progress line per
 // run, then per figure the base and head medians over the rounds, head/base and which way is better, then one JSON
@@ -38,7 +42,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import {
-  SHAPES, argvFor, declaredOptions, fmt, parseFinalJson, parseOnly, pickFigures, shapeArgs, summarize, versusOf,
+  SHAPES, argvFor, declaredOptions, fmt, libImports, parseFinalJson, parseOnly, pickBench, pickFigures, summarize, versusOf,
   type CompareOptions, type FigureSummary, type ShapeName,
 } from './lib/compare.ts';
 
@@ -261,6 +265,8 @@ if (opts.table !== undefined && !existsSync(opts.table)) {
 
 interface Plan {
   runnable: boolean;
+  /** The npm script that measures the shape in this checkout (the newest bench it has). */
+  script?: string;
   /** "not in base" and why, or a build failure. */
   reason?: string;
   argv: string[];
@@ -276,15 +282,18 @@ for (const side of [base, head]) {
   } catch { /* none */ }
   for (const name of only) {
     const shape = SHAPES[name];
-    const file = join(side.dir, shape.file);
     const not = (why: string): Plan => ({ runnable: false, reason: `not in ${side.name} (${why})`, argv: [], dropped: [], noBuild: false });
-    if (!scripts[shape.script]) plans.set(planKey(name, side), not(`no npm script ${shape.script}`));
-    else if (!existsSync(file)) plans.set(planKey(name, side), not(`no ${shape.file}`));
+    const picked = pickBench(shape, { script: (s) => !!scripts[s], file: (f) => existsSync(join(side.dir, f)) });
+    if (!picked.bench) plans.set(planKey(name, side), not(picked.why));
     else {
-      const declared = declaredOptions(readFileSync(file, 'utf8'));
-      const a = argvFor(shapeArgs(name, opts), declared);
-      if (a.missing.length) plans.set(planKey(name, side), not(`${shape.file} has no ${a.missing.join(', ')}`));
-      else plans.set(planKey(name, side), { runnable: true, argv: a.argv, dropped: a.dropped, noBuild: a.argv.includes('--no-build') });
+      const { bench } = picked;
+      const file = join(side.dir, bench.file);
+      const source = readFileSync(file, 'utf8');
+      const libs = libImports(source).map((l) => join(dirname(file), l)).filter((l) => existsSync(l));
+      const declared = declaredOptions([source, ...libs.map((l) => readFileSync(l, 'utf8'))].join('\n'));
+      const a = argvFor(bench.args(opts), declared);
+      if (a.missing.length) plans.set(planKey(name, side), not(`${bench.file} has no ${a.missing.join(', ')}`));
+      else plans.set(planKey(name, side), { runnable: true, script: bench.script, argv: a.argv, dropped: a.dropped, noBuild: a.argv.includes('--no-build') });
     }
   }
 }
@@ -344,7 +353,7 @@ outer: for (let round = 1; round <= rounds; round++) {
       if (!plan.runnable) continue;
       const file = join(logDir, `${name}-${side.name}-${round}.log`);
       const t0 = now();
-      const r = await run('npm', ['run', '-s', shape.script, '--', ...plan.argv], side.dir, file, 40 * 60_000);
+      const r = await run('npm', ['run', '-s', plan.script!, '--', ...plan.argv], side.dir, file, 40 * 60_000);
       const seconds = Math.round((now() - t0) / 100) / 10;
       const json = parseFinalJson(r.stdout);
       const figures = json ? pickFigures(shape, json) : Object.fromEntries(shape.figures.map((f) => [f.key, null]));
@@ -401,11 +410,12 @@ for (const name of only) {
   const sideOut = (p: Plan, rs: RunRecord[], side: string) => ({
     status: !p.runnable ? (p.reason?.startsWith('not in') ? `not in ${side}` : 'failed') : rs.some((r) => r.error) ? 'failed runs' : 'ok',
     ...(p.reason ? { reason: p.reason } : {}),
+    ...(p.script ? { command: `npm run ${p.script}` } : {}),
     argv: p.argv, ...(p.dropped.length ? { dropped: p.dropped } : {}),
     runs: rs.map(({ round, seconds, exit, error, log: l, figures: f }) => ({ round, seconds, exit, ...(error ? { error } : {}), log: l, figures: f })),
   });
   shapesOut[name] = {
-    command: `npm run ${shape.script}`, base: sideOut(bp, br, 'base'), head: sideOut(hp, hr, 'head'),
+    command: `npm run ${hp.script ?? shape.benches[0].script}`, base: sideOut(bp, br, 'base'), head: sideOut(hp, hr, 'head'),
     figures: figures.map((f) => ({ ...f, ratio: f.ratio === null ? null : Math.round(f.ratio * 10000) / 10000 })),
     ...(shape.versus ? { versus } : {}),
   };

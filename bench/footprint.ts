@@ -12,7 +12,7 @@
 //             Perl, forwards to the daemon) and through the compiled Node.js blockspeaker-cni, against Debian's
 //             host-local, interleaved pod by pod, and the floor no Node.js plugin can beat: `node -e 0`.
 //             addDelRatioVsHostLocal is the shim's; nodeAddDelRatioVsHostLocal the Node.js executable's.
-//   peers100  bench/bgp-ingest.ts's bgperf shape as a child (100 peers x 100 prefixes from BIRD into one receiver),
+//   peers100  bench/bgp-peers.ts (the bgperf shape) as a child (100 peers x 100 prefixes from BIRD into one receiver),
 //             blockspeaker and BIRD as receivers: peak RSS and CPU of each (root, bird2).
 //   claimToTor bench/claim-to-tor.ts as a child (root, bird2): --tries (200) IPAM assigns over the control socket
 //             that claim a new block, and as many that borrow one address, each timed until the route is in the
@@ -156,10 +156,10 @@ function cni(): Record<string, number> {
 // ---- peers100 --------------------------------------------------------------------------------------------------
 
 function peers100(): Record<string, number> {
-  const out = childJson(['bench/bgp-ingest.ts', '--no-full', '--no-sink', '--receivers', 'blockspeaker,bird'], 'bench/bgp-ingest.ts');
+  const out = childJson(['bench/bgp-peers.ts', '--receivers', 'blockspeaker,bird'], 'bench/bgp-peers.ts');
   const bs = out.bgperf?.blockspeaker;
   const bird = out.bgperf?.bird;
-  if (!bs || !bird) throw new Error('bench/bgp-ingest.ts gave no bgperf results');
+  if (!bs || !bird) throw new Error('bench/bgp-peers.ts gave no bgperf results');
   log(`peers100: blockspeaker ${bs.peakRssMB} MB, CPU ${bs.cpuMs} ms; BIRD ${bird.peakRssMB} MB, CPU ${bird.cpuMs} ms`);
   return {
     rssMB: bs.peakRssMB, cpuMs: bs.cpuMs, ms: bs.ms, birdRssMB: bird.peakRssMB, birdCpuMs: bird.cpuMs, birdMs: bird.ms,

@@ -34,14 +34,24 @@ export interface Versus {
   goal?: { op: '>=' | '<='; value: number };
 }
 
+/** A bench that measures a shape: its npm script, the file behind it, and the options it is run with. */
+export interface ShapeBench {
+  script: string;
+  /** Its parseArgs options, with those of the ./lib/ files it imports, say which flags a checkout has. */
+  file: string;
+  args(o: CompareOptions): BenchArg[];
+}
+
 export interface Shape {
   name: ShapeName;
   title: string;
   /** Ratios within each side's runs (BIRD against ours in the same runs). */
   versus?: readonly Versus[];
-  /** The npm script and the file behind it (the file's parseArgs options say which flags a checkout has). */
-  script: string;
-  file: string;
+  /**
+   * The benches that measure it, newest first: a checkout runs the first whose npm script and file it has, so a
+   * checkout from before a bench was split measures the shape with the bench (and flags) it had then.
+   */
+  benches: readonly ShapeBench[];
   /** The bench runs the compiled daemon: dist/ must be built in the checkout first. */
   needsBuild: boolean;
   figures: readonly Figure[];
@@ -57,6 +67,9 @@ export interface CompareOptions {
   /** --count N for the CNI bench. */
   cniCount?: string;
 }
+
+const req = (flag: string, value?: string): BenchArg => ({ flag, value, required: true });
+const opt = (flag: string, value?: string): BenchArg => ({ flag, value, required: false });
 
 const fig = (shape: ShapeName, name: string, short: string, label: string, path: string[], unit: string, better: 'lower' | 'higher'): Figure =>
   ({ key: `${shape}.${name}`, label, short, path, unit, better });
@@ -92,24 +105,43 @@ export const SHAPES: Record<ShapeName, Shape> = {
   ingest: {
     name: 'ingest',
     title: 'full-table ingest (replay sender, one session; blockspeaker, then BIRD as the receiver in the same run)',
-    script: 'bench:bgp-ingest',
-    file: 'bench/bgp-ingest.ts',
+    benches: [{
+      script: 'bench:bgp-ingest',
+      file: 'bench/bgp-ingest.ts',
+      args: (o) => [req('--no-bgperf'), req('--receivers', 'blockspeaker,bird'), req('--sender', 'replay'), opt('--no-sink'), opt('--no-build'),
+        ...(o.table !== undefined ? [req('--table', o.table)] : []), ...(o.limit !== undefined ? [req('--limit', o.limit)] : [])],
+    }],
     needsBuild: true,
     ...fullTable('ingest', 'replay'),
   },
   birdsender: {
     name: 'birdsender',
     title: 'full-table ingest from BIRD as the sender (it sets the pace: the do-nothing sink, blockspeaker, BIRD receivers)',
-    script: 'bench:bgp-ingest',
-    file: 'bench/bgp-ingest.ts',
+    benches: [{
+      script: 'bench:bgp-ingest',
+      file: 'bench/bgp-ingest.ts',
+      // With the sink: the sender's own pace is the yardstick here.
+      args: (o) => [req('--no-bgperf'), req('--receivers', 'blockspeaker,bird'), req('--sender', 'bird'), opt('--no-build'),
+        ...(o.table !== undefined ? [req('--table', o.table)] : []), ...(o.limit !== undefined ? [req('--limit', o.limit)] : [])],
+    }],
     needsBuild: true,
     ...fullTable('birdsender', 'bird'),
   },
   peers: {
     name: 'peers',
     title: '100 peers x 100 prefixes (bgperf shape, BIRD sender; blockspeaker, then BIRD as the receiver in the same run)',
-    script: 'bench:bgp-ingest',
-    file: 'bench/bgp-ingest.ts',
+    benches: [{
+      script: 'bench:bgp-peers',
+      file: 'bench/bgp-peers.ts',
+      args: () => [req('--receivers', 'blockspeaker,bird'), opt('--no-build')],
+    }, {
+      // Before bench/bgp-peers.ts the shape was bench:bgp-ingest's, without the full table.
+      script: 'bench:bgp-ingest',
+      file: 'bench/bgp-ingest.ts',
+      // The table is read even with --no-full; it does not change the bgperf figures, so here it is optional.
+      args: (o) => [req('--no-full'), req('--receivers', 'blockspeaker,bird'), opt('--no-sink'), opt('--no-build'),
+        ...(o.table !== undefined ? [opt('--table', o.table)] : []), ...(o.limit !== undefined ? [opt('--limit', o.limit)] : [])],
+    }],
     needsBuild: true,
     figures: [
       fig('peers', 'convergeMs', 'converged', 'converged, birdc enable until all held', ['bgperf', 'blockspeaker', 'ms'], 'ms', 'lower'),
@@ -125,8 +157,11 @@ export const SHAPES: Record<ShapeName, Shape> = {
   lpm: {
     name: 'lpm',
     title: 'RIB longest-prefix match (trie, single lookups, wall clock)',
-    script: 'bench:rib',
-    file: 'bench/rib.ts',
+    benches: [{
+      script: 'bench:rib',
+      file: 'bench/rib.ts',
+      args: (o) => [opt('--no-baseline'), opt('--no-rib'), ...(o.ribTable !== undefined ? [req('--table', o.ribTable)] : [])],
+    }],
     needsBuild: false,
     figures: [
       fig('lpm', 'v4MperS', 'IPv4', 'IPv4 lpm4()', ['lpmMperSec', 'v4', 'wall'], 'M lookups/s', 'higher'),
@@ -136,8 +171,11 @@ export const SHAPES: Record<ShapeName, Shape> = {
   cni: {
     name: 'cni',
     title: 'CNI ADD+DEL (p50 per call; compiled plugin and the shim)',
-    script: 'bench:cni',
-    file: 'bench/cni.ts',
+    benches: [{
+      script: 'bench:cni',
+      file: 'bench/cni.ts',
+      args: (o) => [opt('--no-tsx'), ...(o.cniCount !== undefined ? [req('--count', o.cniCount)] : [])],
+    }],
     needsBuild: false,
     figures: [
       fig('cni', 'distAddMs', 'dist ADD', 'ADD p50, blockspeaker-cni compiled', ['results', 'dist', 'add', 'p50_ms'], 'ms', 'lower'),
@@ -148,27 +186,23 @@ export const SHAPES: Record<ShapeName, Shape> = {
   },
 };
 
-/** The options each shape's bench is run with. */
-export function shapeArgs(shape: ShapeName, o: CompareOptions): BenchArg[] {
-  const req = (flag: string, value?: string): BenchArg => ({ flag, value, required: true });
-  const opt = (flag: string, value?: string): BenchArg => ({ flag, value, required: false });
-  switch (shape) {
-    case 'ingest':
-      return [req('--no-bgperf'), req('--receivers', 'blockspeaker,bird'), req('--sender', 'replay'), opt('--no-sink'), opt('--no-build'),
-        ...(o.table !== undefined ? [req('--table', o.table)] : []), ...(o.limit !== undefined ? [req('--limit', o.limit)] : [])];
-    case 'birdsender':
-      // With the sink: the sender's own pace is the yardstick here.
-      return [req('--no-bgperf'), req('--receivers', 'blockspeaker,bird'), req('--sender', 'bird'), opt('--no-build'),
-        ...(o.table !== undefined ? [req('--table', o.table)] : []), ...(o.limit !== undefined ? [req('--limit', o.limit)] : [])];
-    case 'peers':
-      // The table is read even with --no-full; it does not change the bgperf figures, so here it is optional.
-      return [req('--no-full'), req('--receivers', 'blockspeaker,bird'), opt('--no-sink'), opt('--no-build'),
-        ...(o.table !== undefined ? [opt('--table', o.table)] : []), ...(o.limit !== undefined ? [opt('--limit', o.limit)] : [])];
-    case 'lpm':
-      return [opt('--no-baseline'), opt('--no-rib'), ...(o.ribTable !== undefined ? [req('--table', o.ribTable)] : [])];
-    case 'cni':
-      return [opt('--no-tsx'), ...(o.cniCount !== undefined ? [req('--count', o.cniCount)] : [])];
+/**
+ * The bench a checkout measures a shape with: the first (newest) of the shape's benches whose npm script and file
+ * it has, else null and why (for each bench: "no npm script bench:x" or "no bench/x.ts").
+ */
+export function pickBench(shape: Shape, has: { script(name: string): boolean; file(path: string): boolean }): { bench: ShapeBench; why?: undefined } | { bench: null; why: string } {
+  const whys: string[] = [];
+  for (const b of shape.benches) {
+    if (!has.script(b.script)) whys.push(`no npm script ${b.script}`);
+    else if (!has.file(b.file)) whys.push(`no ${b.file}`);
+    else return { bench: b };
   }
+  return { bench: null, why: whys.join(', ') };
+}
+
+/** The ./lib/ files a bench imports (its shared flags may be declared there), as written: "./lib/x.ts". */
+export function libImports(source: string): string[] {
+  return [...new Set([...source.matchAll(/from\s+['"](\.\/lib\/[\w.-]+\.ts)['"]/g)].map((m) => m[1]))];
 }
 
 /** Option names a bench declares to node:util parseArgs (`name: { type: ... }`), read from its source text. */

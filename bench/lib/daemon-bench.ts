@@ -1,6 +1,6 @@
-// What the daemon benches (bgp-ingest, bgp-reflector) share: clocks and rounding for their report lines, the
-// prerequisite check that fails (never skips) when a tool is missing, and temp dirs named like the interop
-// harness's, so its leftover sweep also removes ours after a crash.
+// What the daemon benches (bgp-ingest, bgp-peers, bgp-idle-sessions, bgp-reflector) share: clocks and rounding for
+// their report lines, the prerequisite check that fails (never skips) when a tool is missing, and temp dirs named like
+// the interop kit's, so its leftover sweep also removes ours after a crash.
 import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';

@@ -1,4 +1,4 @@
-// A diagnostic preload for the daemon (node --require bench/lib/mem-sampler.cjs), used by bench/bgp-ingest.ts
+// A diagnostic preload for the daemon (node --require bench/lib/mem-sampler.cjs), used by the BGP ingest benches
 // --mem-sample: where the peak RSS is when it is not live JS heap. Every 10 ms (when the event loop lets it) it
 // reads process.memoryUsage(); at each new RSS peak (0.25 MB or more above the last one written) it writes
 // MEM_SAMPLE_FILE with that sample, V8's heap spaces (committed and used), /proc/self/smaps_rollup, and the GC

@@ -3,8 +3,8 @@
 import t from 'tap';
 import fc from 'fast-check';
 import {
-  SHAPES, SHAPE_NAMES, argvFor, declaredOptions, median, parseFinalJson, parseOnly, pick, pickFigures, ratio, shapeArgs,
-  summarize, verdict, versusOf,
+  SHAPES, SHAPE_NAMES, argvFor, declaredOptions, libImports, median, parseFinalJson, parseOnly, pick, pickBench, pickFigures,
+  ratio, summarize, verdict, versusOf,
 } from '../../bench/lib/compare.ts';
 
 const finite = fc.double({ min: -1e9, max: 1e9, noNaN: true, noDefaultInfinity: true });
@@ -85,7 +85,7 @@ t.test('pick and pickFigures', async (t) => {
     'birdsender.timeMs': 4070, 'birdsender.cpuMs': 4270, 'birdsender.peakRssMB': 193, 'birdsender.sinkTimeMs': 4170,
     'birdsender.birdTimeMs': 3730, 'birdsender.birdCpuMs': 2670, 'birdsender.birdPeakRssMB': 204,
   });
-  const peers = { bench: 'bgp-ingest', bgperf: { blockspeaker: { ms: 2100, fromFirstEstablishedMs: 900, cpuMs: 490, peakRssMB: 70 } } };
+  const peers = { bench: 'bgp-peers', bgperf: { blockspeaker: { ms: 2100, fromFirstEstablishedMs: 900, cpuMs: 490, peakRssMB: 70 } } };
   t.same(pickFigures(SHAPES.peers, peers), { 'peers.convergeMs': 2100, 'peers.cpuMs': 490, 'peers.peakRssMB': 70, 'peers.birdConvergeMs': null, 'peers.birdCpuMs': null },
     'BIRD not in the run: its figures are null');
   const rib = { bench: 'rib', lpmMperSec: { v4: { wall: 31.2, cpu: 33 }, v6: { wall: 12.5, cpu: 13 } }, baseline: { lpmMperSec: { v4: { wall: 0.4 } } } };
@@ -109,7 +109,7 @@ const other = { type: 'x' };`;
 });
 
 t.test('argvFor: optional flags are dropped, required ones make the shape missing', async (t) => {
-  const args = shapeArgs('ingest', { table: '/t.gz', limit: '50000' });
+  const args = SHAPES.ingest.benches[0].args({ table: '/t.gz', limit: '50000' });
   const all = new Set(['no-bgperf', 'receivers', 'sender', 'no-sink', 'no-build', 'table', 'limit']);
   t.same(argvFor(args, all), {
     argv: ['--no-bgperf', '--receivers', 'blockspeaker,bird', '--sender', 'replay', '--no-sink', '--no-build', '--table', '/t.gz', '--limit', '50000'],
@@ -118,16 +118,43 @@ t.test('argvFor: optional flags are dropped, required ones make the shape missin
   const old = new Set(['no-bgperf', 'receivers', 'sender', 'no-sink', 'table', 'limit']);
   t.same(argvFor(args, old).dropped, ['--no-build']);
   t.same(argvFor(args, new Set(['receivers', 'sender'])).missing, ['--no-bgperf', '--table', '--limit']);
-  t.same(argvFor(shapeArgs('peers', { limit: '10' }), new Set(['no-full', 'receivers'])).missing, [], 'peers: --limit only saves time');
-  fc.assert(fc.property(fc.constantFrom(...SHAPE_NAMES), fc.subarray(['no-bgperf', 'no-full', 'receivers', 'sender', 'no-sink', 'no-build', 'table', 'limit', 'no-baseline', 'no-rib', 'no-tsx', 'count']),
-    (shape, have) => {
-      const a = shapeArgs(shape, { table: '/t', ribTable: '/r', limit: '5', cniCount: '7' });
+  const [peers, peersBefore] = SHAPES.peers.benches;
+  t.same(argvFor(peers.args({ limit: '10', table: '/t' }), new Set(['receivers', 'no-build'])),
+    { argv: ['--receivers', 'blockspeaker,bird', '--no-build'], missing: [], dropped: [] }, 'peers: bench:bgp-peers reads no table');
+  t.same(argvFor(peersBefore.args({ limit: '10' }), new Set(['no-full', 'receivers'])).missing, [], 'peers before bench:bgp-peers: --limit only saves time');
+  const benches = SHAPE_NAMES.flatMap((n) => SHAPES[n].benches);
+  fc.assert(fc.property(fc.constantFrom(...benches), fc.subarray(['no-bgperf', 'no-full', 'receivers', 'sender', 'no-sink', 'no-build', 'table', 'limit', 'no-baseline', 'no-rib', 'no-tsx', 'count']),
+    (bench, have) => {
+      const a = bench.args({ table: '/t', ribTable: '/r', limit: '5', cniCount: '7' });
       const r = argvFor(a, new Set(have));
       // every flag is either given, missing (required) or dropped (optional), never two of these
       const given = r.argv.filter((x) => x.startsWith('--'));
       return a.every((x) => [given.includes(x.flag), r.missing.includes(x.flag), r.dropped.includes(x.flag)].filter(Boolean).length === 1) &&
         r.missing.every((f) => a.find((x) => x.flag === f)!.required) && r.dropped.every((f) => !a.find((x) => x.flag === f)!.required);
     }));
+});
+
+t.test('pickBench: the newest bench a checkout has, else why not', async (t) => {
+  const has = (scripts: string[], files: string[]) => ({ script: (s: string) => scripts.includes(s), file: (f: string) => files.includes(f) });
+  const now = pickBench(SHAPES.peers, has(['bench:bgp-peers', 'bench:bgp-ingest'], ['bench/bgp-peers.ts', 'bench/bgp-ingest.ts']));
+  t.equal(now.bench?.script, 'bench:bgp-peers', 'a checkout with the split benches runs bench:bgp-peers');
+  const before = pickBench(SHAPES.peers, has(['bench:bgp-ingest'], ['bench/bgp-ingest.ts']));
+  t.equal(before.bench?.script, 'bench:bgp-ingest', 'one from before the split runs the shape in bench:bgp-ingest');
+  t.same(before.bench?.args({}).map((a) => a.flag), ['--no-full', '--receivers', '--no-sink', '--no-build'], 'with the flags it had then');
+  t.same(pickBench(SHAPES.peers, has(['bench:bgp-peers'], [])), { bench: null, why: 'no bench/bgp-peers.ts, no npm script bench:bgp-ingest' });
+  t.same(pickBench(SHAPES.lpm, has([], [])), { bench: null, why: 'no npm script bench:rib' });
+});
+
+t.test('libImports names the ./lib/ files a bench imports', async (t) => {
+  const src = `import { a } from './lib/bgp-bench.ts';
+import type { B } from "./lib/bgp-receivers.ts";
+import { c } from '../test/kit/launcher.ts';
+import { d } from './lib/bgp-bench.ts';
+import x from 'node:fs';`;
+  t.same(libImports(src), ['./lib/bgp-bench.ts', './lib/bgp-receivers.ts']);
+  const shared = `export const bgpBenchOptions = {\n  receivers: { type: 'string', default: 'x' },\n  'no-build': { type: 'boolean', default: false },\n} as const;`;
+  t.same([...declaredOptions(`parseArgs({ options: { ...bgpBenchOptions, 'no-full': { type: 'boolean' } } })\n${shared}`)].sort(),
+    ['no-build', 'no-full', 'receivers'], 'flags spread in from a lib file count once its source is read with the bench');
 });
 
 t.test('parseOnly', async (t) => {
