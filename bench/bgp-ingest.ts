@@ -411,7 +411,10 @@ async function fullTable(feedFor: (kind: Kind, link: Link) => Feed, links: Map<K
   return results;
 }
 
-/** Ratios and goals (issue 4) from one sender's results. */
+/**
+ * Ratios against BIRD and GoBGP, and whether ours meets its goals (no slower than BIRD, twice as fast as GoBGP, peak
+ * RSS at most 350 MB), from one sender's results.
+ */
 function judge(full: Map<Kind, IngestResult>): { ratios: Record<string, number>; goals: Record<string, boolean> } {
   const bs = full.get('blockspeaker');
   const bird = full.get('bird');

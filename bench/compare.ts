@@ -1,5 +1,5 @@
 // bench/compare: the headline figures of a base commit and of this working tree, measured in one run, alternating
-// base and head, each side with its own version of each bench (issue 28). Run it before a stop that touches a hot path.
+// base and head, each side with its own version of each bench. Run it before a change that touches a hot path.
 //
 //   npm run bench:compare -- --base REF [--rounds N] [--only ingest,birdsender,peers,lpm,cni] [--keep]
 //                            [--table FILE] [--limit N]   (passed to the two ingest shapes; --limit 100000 for a quick run)
@@ -14,7 +14,7 @@
 //           100 peers x 100 prefixes from BIRD: time from `birdc enable` until all 10,000 are held, CPU, peak RSS
 //           (a checkout from before bench/bgp-peers.ts: npm run bench:bgp-ingest -- --no-full --no-sink --receivers ...)
 // The BGP shapes run BIRD as a receiver too, in every run of either side: their figures are compared base to head
-// like ours (a control: they should be level), and each side's medians give BIRD against ours with the issue's
+// like ours (a control: they should be level), and each side's medians give BIRD against ours with the project's
 // goals ("versus" lines: BIRD's time over ours, our CPU and RSS over BIRD's, our time over the sink's).
 //   lpm     npm run bench:rib -- --no-baseline --no-rib: IPv4 and IPv6 LPM rates (M lookups/s, wall clock)
 //   cni     npm run bench:cni -- --no-tsx: ADD and DEL p50, the compiled plugin and the Perl shim

@@ -30,7 +30,7 @@ export interface Versus {
   /** Figure keys: the ratio is num / den. */
   num: string;
   den: string;
-  /** The issue's goal for it, when there is one. */
+  /** The project's goal for it, when there is one. */
   goal?: { op: '>=' | '<='; value: number };
 }
 
@@ -76,7 +76,7 @@ const fig = (shape: ShapeName, name: string, short: string, label: string, path:
 
 /**
  * The figures of a full-table shape (bench:bgp-ingest's `sender` section: ours, BIRD's as a receiver in the same run,
- * and with BIRD as the sender the sink's, whose time is the sender's pace) and issue 28's goals against BIRD.
+ * and with BIRD as the sender the sink's, whose time is the sender's pace) and the project's goals against BIRD.
  */
 function fullTable(shape: ShapeName, sender: 'replay' | 'bird'): Pick<Shape, 'figures' | 'versus'> {
   const at = (who: string, what: string) => [sender, 'full', who, what];

@@ -75,7 +75,7 @@ t.test('pick and pickFigures', async (t) => {
   t.equal(pick({ a: { b: Infinity } }, ['a', 'b']), null);
   t.equal(pick({}, ['constructor']), null, 'own properties only');
 
-  // The final lines of the four benches, trimmed to what is picked (shapes as of issue 28).
+  // The final lines of the benches, trimmed to what is picked.
   const ingest = { bench: 'bgp-ingest', replay: { full: { blockspeaker: { ms: 1620, cpuMs: 1950, peakRssMB: 201.3, prefixes: 1 }, bird: { ms: 1080, cpuMs: 1060, peakRssMB: 204 } }, ratios: {} } };
   t.same(pickFigures(SHAPES.ingest, ingest), {
     'ingest.timeMs': 1620, 'ingest.cpuMs': 1950, 'ingest.peakRssMB': 201.3, 'ingest.birdTimeMs': 1080, 'ingest.birdCpuMs': 1060, 'ingest.birdPeakRssMB': 204,
