@@ -192,3 +192,8 @@ export class IpamError extends Error {
     super(message);
   }
 }
+
+/** A request refused because a record it needs is in the store but cannot be trusted. */
+export function unreadable(what: string, problem: string): IpamError {
+  return new IpamError('CORRUPT', `${what} cannot be read (${problem}); it is left as it is until it is fixed or deleted`);
+}

@@ -1,8 +1,9 @@
-// Checks on what IPAM is given (a pool spec, a host, the settings) and, through the blockspeaker layout's decoders
-// (layout.ts), on the same records read back from the store. Every error names the field.
+// Checks on what IPAM is given (a pool spec, a host, the settings, an automatic assignment's counts) and, through
+// the blockspeaker layout's decoders (layout.ts), on the same records read back from the store. Every error names
+// the field.
 import { maxLen, parsePrefix, type Prefix } from '../net/ip.ts';
 import { parseSelector, SelectorError } from '../calico/selector.ts';
-import { IpamError, type Host, type IpamConfig, type Pool, type PoolSpec, type ReservationPolicy, type Use } from './types.ts';
+import { IpamError, type AutoAssignArgs, type Host, type IpamConfig, type Pool, type PoolSpec, type ReservationPolicy, type Use } from './types.ts';
 
 const NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 
@@ -100,4 +101,16 @@ export function validateConfig(c: IpamConfig): IpamConfig {
   if (!Number.isInteger(c.maxBlocksPerHost) || c.maxBlocksPerHost < 0) invalid('maxBlocksPerHost must be a whole number >= 0 (0 = no limit)');
   if (!Number.isFinite(c.ipCooldownSeconds) || c.ipCooldownSeconds < 0) invalid('ipCooldownSeconds must be >= 0');
   return c;
+}
+
+/** Check an automatic assignment's counts and use, before it joins a batch. */
+export function validateAutoAssignArgs(args: AutoAssignArgs): void {
+  for (const [f, n] of [['num4', args.num4], ['num6', args.num6], ['maxBlocks', args.maxBlocks]] as const) {
+    if (n !== undefined && (!Number.isInteger(n) || n < 0)) {
+      invalid(`${f} must be a whole number >= 0, got ${n}`);
+    }
+  }
+  if (args.use !== undefined && args.use !== 'Workload' && args.use !== 'Tunnel') {
+    invalid(`use must be Workload or Tunnel, got ${JSON.stringify(args.use)}`);
+  }
 }

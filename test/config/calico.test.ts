@@ -3,7 +3,7 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { importCalico } from '../../src/config/calico.ts';
-import { validatePool } from '../../src/ipam/ipam.ts';
+import { validatePool } from '../../src/ipam/validate.ts';
 
 const cluster = readFileSync(new URL('../../fixtures/calico/cluster.yaml', import.meta.url), 'utf8');
 

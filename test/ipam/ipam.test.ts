@@ -1,7 +1,9 @@
 // IPAM behaviour against the in-memory store: Calico's documented rules, Windows blocks and micropools.
 import t from 'tap';
-import { Ipam, fnv1, validatePool } from '../../src/ipam/ipam.ts';
+import { fnv1 } from '../../src/ipam/claim.ts';
+import { Ipam } from '../../src/ipam/ipam.ts';
 import { IpamError, type Host, type PoolSpec } from '../../src/ipam/types.ts';
+import { validatePool } from '../../src/ipam/validate.ts';
 import { MemoryStore } from '../../src/store/memory.ts';
 import { parseIP, parsePrefix, prefixContainsIP, ipAt } from '../../src/net/ip.ts';
 

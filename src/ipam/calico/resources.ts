@@ -5,7 +5,7 @@
 // Their JSON is read and written in src/calico/ (ippool.ts, node.ts); the full Node and BGP kinds belong to the
 // cluster layer; this maps only what the allocator uses.
 import { familyOfText } from '../../net/ip.ts';
-import { validatePool } from '../ipam.ts';
+import { validatePool } from '../validate.ts';
 import { IpamError, type Host, type Pool, type PoolSpec } from '../types.ts';
 import { CalicoDecodeError } from '../../calico/ipam-model.ts';
 import { readIPPool, writeIPPool } from '../../calico/ippool.ts';
