@@ -6,23 +6,21 @@
 //
 // src/cli/run.ts owns the process (arguments, signals, run marker); this class owns the parts and their order.
 import type { Logger as Pino } from 'pino';
-import { describeAttrs } from '../bgp/codec/json.ts';
 import { Speaker, type Logger, type PeerStatus } from '../bgp/speaker.ts';
 import { mergeCalico } from './calico-merge.ts';
-import { formatListen, loadConfig, type Config, type ListenAddress, type PoolConfig } from '../config/config.ts';
+import { formatListen, loadConfig, type Config, type ListenAddress } from '../config/config.ts';
 import type { FakeHns } from '../hns/fake.ts';
 import type { HnsExecutor } from '../hns/model.ts';
 import type { HcnExecutor as HcnExecutorType } from '../hns/hcn-executor.ts';
 import type { WindowsNetworkingApis } from '../platform/windows-net-api.ts';
 import type { HnsDataplane } from './hns.ts';
 import { Ipam } from '../ipam/ipam.ts';
-import type { BlockInfo, Pool } from '../ipam/types.ts';
+import type { BlockInfo } from '../ipam/types.ts';
 import { ipamHandlers } from '../ipc/ipam.ts';
-import { checkIpcPath, startIpcServer, type IpcHandler, type IpcServer } from '../ipc/server.ts';
+import { checkIpcPath, startIpcServer, type IpcServer } from '../ipc/server.ts';
 import { DEFAULT_SOCKET } from '../ipc/protocol.ts';
-import type { desiredRoutes as DesiredRoutes, RemoteRoutes } from '../linux/desired.ts';
-import type { LinuxReconciler } from '../linux/reconcile.ts';
-import { formatIP, formatPrefix, maxLen, parseIP, parsePrefix, type IP, type Prefix } from '../net/ip.ts';
+import type { LinuxDataplane } from './linux.ts';
+import { formatPrefix, type Prefix } from '../net/ip.ts';
 import type { Rib } from '../rib/rib.ts';
 import { HttpError, StatusServer, type Listener } from '../status/http.ts';
 import { hostPlatform, type Platform } from '../platform/platform.ts';
@@ -36,6 +34,8 @@ import { countedRequests, release as releaseOptimizer } from './tiering.ts';
 import { cniInvoke, type CniInvokeParams } from './cni-invoke.ts';
 import { lazyMetrics, type MetricsSource } from './metrics.ts';
 import { overview, type Overview, type PoolUsage } from './overview.ts';
+import { ensurePools, keepRestartSettings, listenOf, moveListeners } from './reload.ts';
+import { bestRoutes, blockUsage, ipamConfigStatus, peersWithRoles, poolUsage } from './views.ts';
 import { WarningLog } from './warnings.ts';
 import { ClusterPeers } from './cluster.ts';
 import { bfdPeers, newBfdManager } from './bfd.ts';
@@ -72,16 +72,6 @@ export interface DaemonControls {
   stop(withdraw: boolean): void;
   reload(): Promise<void>;
 }
-
-const sameListen = (a: ListenAddress | undefined, b: ListenAddress | undefined) =>
-  a?.address === b?.address && a?.port === b?.port;
-
-/** Where c puts one of the status server's listeners; undefined: not opened. */
-const listenOf = (c: Config, which: Listener): ListenAddress | undefined =>
-  !c.status ? undefined : which === 'status' ? c.status.listen : c.status.metricsListen;
-
-const poolKey = (p: Pick<Pool, 'cidr' | 'blockSize' | 'nodeSelector' | 'disabled' | 'natOutgoing' | 'disableBGPExport'>) =>
-  JSON.stringify([p.cidr, p.blockSize, p.nodeSelector, p.disabled, p.natOutgoing, p.disableBGPExport]);
 
 /** The speaker's Logger on top of pino (pino takes the fields first). */
 export function speakerLogger(log: Pino): Logger {
@@ -124,10 +114,9 @@ export class Daemon {
   /** What the announcer announces now: the dataplane's "local" prefixes. */
   private localPrefixes: readonly Prefix[] = [];
   private dataplaneChanged: () => void = () => undefined;
-  private unfollow: (() => void) | null = null;
   /** (Re)subscribe the dataplane to a speaker's RIB; a reload may add or remove the speaker. */
   private follow: (rib: Rib | null) => void = () => undefined;
-  private linux: { reconciler: LinuxReconciler; remote: RemoteRoutes } | null = null;
+  private linux: LinuxDataplane | null = null;
   private hns: HnsDataplane | null = null;
   /** Windows (not --dry-run): HCN, the host attach and IP Helper, for the HNS executor and the CNI handlers. */
   private windowsApis: WindowsNetworkingApis | null = null;
@@ -158,7 +147,7 @@ export class Daemon {
     this.status.route('/calico', () => ({ body: this.calicoWatch?.detail() ?? null }));
     this.status.route('/ipam/pools', async () => ({ body: await this.poolUsage() }));
     this.status.route('/ipam/blocks', async (url) => ({ body: await this.blockUsage(url.searchParams.get('host') ?? undefined) }));
-    this.status.route('/ipam/config', async () => ({ body: this.ipam ? await this.ipamConfigStatus(this.ipam) : null }));
+    this.status.route('/ipam/config', async () => ({ body: this.ipam ? await ipamConfigStatus(this.ipam) : null }));
     this.status.route('/dataplane', () => ({ body: this.dataplaneStatus() }));
     this.status.route('/readyz', () => {
       const r = this.ready();
@@ -223,7 +212,8 @@ export class Daemon {
       onAccess: (r) => (r.enforced ? this.log.info({ store: ic.store }, r.what) : this.log.warn({ store: ic.store }, r.what)),
     });
     this.log.info({ store: ic.store }, 'store open');
-    // Calico's layout (its key/JSON model, start-up checks, node cleanup) is imported only when configured (issue 17).
+    // Calico's layout (its key/JSON model, start-up checks, node cleanup) is imported only when configured, so a
+    // daemon on blockspeaker's own layout never loads it.
     const calico = ic.layout === 'calico';
     const layout = (ic.layout ?? 'blockspeaker') === 'blockspeaker' ? blockspeakerLayout : (await import('../ipam/layouts.ts')).layoutByName(ic.layout);
     // Records IPAM skips are warned per store key, and the warning goes when the record is fixed or deleted.
@@ -236,7 +226,7 @@ export class Daemon {
         ipCooldownSeconds: ic.ipCooldownSeconds,
       });
     }
-    await this.ensurePools(ipam, ic.pools);
+    await ensurePools(ipam, ic.pools, this.log, (m) => this.warn(m));
     this.ipam = ipam;
     if (calico) {
       const [{ NODE_GONE_GRACE_MS, NodeCleanup }, { resourceKeys }] = await Promise.all([import('../ipam/calico/node-cleanup.ts'), import('../calico/keys.ts')]);
@@ -266,27 +256,6 @@ export class Daemon {
     this.calicoWatch = w;
     this.cfg = w.merge(this.fileCfg);
     return this.cfg;
-  }
-
-  /** Add the config's pools the store lacks; a pool the store has with other settings is the store's (a warning). */
-  private async ensurePools(ipam: Ipam, pools: readonly PoolConfig[]): Promise<void> {
-    const have = new Map((await ipam.listPools()).map((p) => [p.name, p]));
-    for (const p of pools) {
-      const cur = have.get(p.name);
-      if (!cur) {
-        try {
-          await ipam.addPool(p);
-          this.log.info({ pool: p.name, cidr: p.cidr }, 'pool added');
-        } catch (e) {
-          // Another node may add it at the same moment (same settings: fine), or it overlaps a pool of another name.
-          const now = (await ipam.listPools()).find((x) => x.name === p.name);
-          if (!now) this.warn(`pool ${p.name}: not added: ${(e as Error).message}`);
-          else if (poolKey(now) !== poolKey(p)) this.warn(`pool ${p.name}: the store's settings differ from the config's; the store's are used`);
-        }
-      } else if (poolKey(cur) !== poolKey(p)) {
-        this.warn(`pool ${p.name}: the store has ${cur.cidr} /${cur.blockSize} (disabled ${cur.disabled}), the config ${p.cidr} /${p.blockSize} (disabled ${p.disabled}); the store's settings are used`);
-      }
-    }
   }
 
   private async startCluster(): Promise<void> {
@@ -347,7 +316,7 @@ export class Daemon {
     const handlers = {
       ...(ipam ?? {}),
       // Windows with HCN: blockspeaker as the node's main CNI plugin (cni.add/del/check/gc; docs/windows-dataplane.md).
-      ...(ipam && this.windowsApis ? await this.windowsCni(ipam, this.windowsApis) : {}),
+      ...(ipam && this.windowsApis && this.hns ? await this.hns.windowsCni(ipam, this.windowsApis) : {}),
       'show.peers': () => this.speaker?.peers() ?? [],
       'show.routes': (p: { prefix?: string; lpm?: string }) => this.routes(p),
       'show.ipam': async () => ({ host: this.cfg.node.name, pools: await this.poolUsage(), blocks: await this.blockUsage(), announced: this.localPrefixes.map(formatPrefix) }),
@@ -366,31 +335,10 @@ export class Daemon {
     this.log.info({ path, access: this.ipc.access }, 'control socket listening');
   }
 
-  /** The main-plugin CNI handlers over HCN, with the HNS dataplane's network, pools and dataplane.cni settings. */
-  private async windowsCni(ipam: Record<string, IpcHandler>, apis: WindowsNetworkingApis): Promise<Record<string, IpcHandler>> {
-    const dp = this.cfg.dataplane;
-    if (dp.kind !== 'hns' || !this.ipam || !this.hns) return {};
-    const { windowsCniHandlers, networkByName, ipamPools } = await import('./cni-windows.ts');
-    const cni = dp.cni;
-    return windowsCniHandlers({
-      hcn: apis.hcn,
-      ipam,
-      network: networkByName(apis.hcn, this.hns.network),
-      pools: ipamPools(this.ipam, this.cfg.node.name),
-      serviceCidr: cni?.serviceCidr,
-      exceptions: [...(cni?.nodeSubnet ? [cni.nodeSubnet] : []), ...(dp.ownedPrefixes ?? [])],
-      nodeIP: cni?.nodeIP,
-      // Windows has dual stack on l2bridge and l2tunnel, not on overlay.
-      ipv6: dp.mode !== 'overlay',
-      dns: { servers: cni?.dnsServers, search: cni?.dnsSearch },
-      log: this.log,
-    });
-  }
-
   // ---- dataplane ------------------------------------------------------------------------------------------------
 
   // The linux and hns programmers are imported only when configured: a daemon runs one of them (or none), and the
-  // others' modules would only add to its memory (issue 17).
+  // others' modules would only add to its memory.
   private async startDataplane(): Promise<void> {
     const dp = this.cfg.dataplane;
     const rib = this.speaker?.rib ?? null;
@@ -399,14 +347,10 @@ export class Daemon {
       return;
     }
     if (dp.kind === 'linux') {
-      const [{ desiredRoutes, followRib, RemoteRoutes }, { IpRouteProgrammer }, { LinuxReconciler }] = await Promise.all([
-        import('../linux/desired.ts'), import('../linux/programmer.ts'), import('../linux/reconcile.ts'),
-      ]);
-      const owner = { table: dp.table, protocol: dp.protocol };
-      const remote = new RemoteRoutes();
-      const reconciler = new LinuxReconciler({
-        programmer: new IpRouteProgrammer(owner),
-        desired: () => this.linuxDesired(desiredRoutes, remote, owner, dp.bridge),
+      const { LinuxDataplane } = await import('./linux.ts');
+      const linux = new LinuxDataplane({
+        dp,
+        localPrefixes: () => this.localPrefixes,
         onRun: (r) => {
           if (r.ok) {
             this.readiness.dataplane = true;
@@ -418,19 +362,11 @@ export class Daemon {
           }
         },
       });
-      this.linux = { reconciler, remote };
-      this.dataplaneChanged = () => reconciler.changed();
-      this.follow = (r) => {
-        this.unfollow?.();
-        this.unfollow = null;
-        if (r) this.unfollow = followRib(r, remote, () => reconciler.changed());
-        else {
-          remote.load([]);
-          reconciler.changed();
-        }
-      };
+      this.linux = linux;
+      this.dataplaneChanged = () => linux.changed();
+      this.follow = (r) => linux.follow(r);
       this.follow(rib);
-      reconciler.start();
+      linux.start();
       return;
     }
     // hns: the real HNS only on Windows, through computenetwork.dll and IP Helper (src/platform loads them from
@@ -478,30 +414,10 @@ export class Daemon {
     hns.start();
   }
 
-  /**
-   * Own blocks are blackholed (an unused address must not follow a covering route out) unless pods sit on a bridge
-   * that holds the pool's subnet: then the bridge delivers them, and addresses this node borrowed from other
-   * hosts' blocks (host-length prefixes of what it announces) get a route onto the bridge, since the other host's
-   * block, learned over BGP, is more specific than the bridge's subnet.
-   */
-  private linuxDesired(desiredRoutes: typeof DesiredRoutes, remote: RemoteRoutes, owner: { table: number; protocol: number }, bridge: string | undefined) {
-    if (!bridge) return desiredRoutes({ localBlocks: this.localPrefixes, remote: remote.values() }, owner);
-    const own = this.localPrefixes.filter((p) => p.len === maxLen(p.family));
-    const onBridge = own.map((p) => ({ prefix: p, nextHop: prefixIP(p), dev: bridge, onlink: true }));
-    const ownKeys = new Set(own.map(formatPrefix));
-    const others = [...remote.values()].filter((r) => !ownKeys.has(formatPrefix(r.prefix)));
-    return desiredRoutes({ localBlocks: [], remote: [...others, ...onBridge] }, owner);
-  }
-
   private dataplaneStatus(): unknown {
     const dp = this.cfg.dataplane;
     const common = { kind: dp.kind, errors: this.dataplaneErrors, lastSuccess: this.dataplaneLastSuccess ? new Date(this.dataplaneLastSuccess).toISOString() : null };
-    if (this.linux) {
-      const s = this.linux.reconciler.status();
-      return { ...common, table: (dp as { table: number }).table, protocol: (dp as { protocol: number }).protocol, bridge: (dp as { bridge?: string }).bridge ?? null, remoteRoutes: this.linux.remote.size,
-        localPrefixes: this.localPrefixes.map(formatPrefix), runs: s.runs, failures: s.failures, consecutiveFailures: s.consecutiveFailures,
-        lastRun: s.lastRun ?? null, lastPlan: s.lastPlan ?? null, lastError: s.lastError ?? null, drift: { repairs: s.driftRepairs, last: s.lastDrift ?? null } };
-    }
+    if (this.linux) return { ...common, ...this.linux.status() };
     if (this.hns) return { ...common, localPrefixes: this.localPrefixes.map(formatPrefix), ...this.hns.status() };
     return common;
   }
@@ -509,18 +425,12 @@ export class Daemon {
   // ---- views ----------------------------------------------------------------------------------------------------
 
   /** The status page's and `blockspeaker top`'s snapshot (src/daemon/overview.ts). */
-  /** /peers, with the peers the cluster made (node-to-node mesh, peer selectors) marked `mesh: true` for the page and `top`. */
-  private peersWithRoles(): PeerStatus[] {
-    const peers = this.speaker?.peers() ?? [];
-    const made = this.cluster?.peerAddresses() ?? new Set<string>();
-    return made.size ? peers.map((p) => (made.has(p.address) ? { ...p, mesh: true } : p)) : peers;
-  }
-
   overview(): Promise<Overview> {
     return overview({
       version: this.opts.version, startedAt: this.startedAt, now: Date.now, node: () => this.cfg.node,
       bgp: () => (this.cfg.bgp ? { asn: this.cfg.bgp.asn, routerId: this.cfg.bgp.routerId } : null),
-      ready: () => this.ready(), peers: () => this.peersWithRoles(), routes: () => this.speaker?.rib.size ?? 0,
+      ready: () => this.ready(), routes: () => this.speaker?.rib.size ?? 0,
+      peers: () => peersWithRoles(this.speaker?.peers() ?? [], this.cluster?.peerAddresses() ?? new Set<string>()),
       pools: () => (this.ipam ? this.poolUsage() : null), blocks: () => (this.ipam ? this.blockUsage() : null),
       announced: () => this.localPrefixes, dataplane: () => this.dataplaneStatus(), warnings: () => this.warnings.view(),
     });
@@ -531,63 +441,22 @@ export class Daemon {
     return { ready: r.store && r.speaker && r.dataplane && !this.stopped, ...r };
   }
 
-  /** /ipam/config. Settings that cannot be read: the ones IPAM uses meanwhile (the last good), and why. */
-  private async ipamConfigStatus(ipam: Ipam): Promise<unknown> {
-    const { ipamConfigStatus } = await import('../ipam/calico/ipamconfig.ts');
-    try {
-      return await ipamConfigStatus(ipam.store, ipam.ds.layout);
-    } catch (e) {
-      const inForce = await ipam.ds.config().then((c) => c.value, () => null);
-      return { layout: ipam.ds.layout.name, inForce: ipam.ds.keys.config, config: inForce, error: `${ipam.ds.keys.config} cannot be read: ${(e as Error).message}` };
-    }
-  }
-
   private needIpam(): Ipam {
     if (!this.ipam) throw new HttpError(404, 'no ipam section in the config');
     return this.ipam;
   }
 
   async blockUsage(host?: string): Promise<(BlockInfo & { utilisation: number })[]> {
-    const blocks = await this.needIpam().blocks(host);
-    return blocks.map((b) => ({ ...b, utilisation: ratio(b.allocated, b.size - b.reserved) }));
+    return blockUsage(this.needIpam(), host);
   }
 
   async poolUsage(): Promise<PoolUsage[]> {
-    const ipam = this.needIpam();
-    const [pools, blocks] = await Promise.all([ipam.listPools(), ipam.blocks()]);
-    return pools.map((p) => {
-      const mine = blocks.filter((b) => b.pool === p.name);
-      const sum = (k: 'size' | 'allocated' | 'free' | 'reserved') => mine.reduce((n, b) => n + b[k], 0);
-      const u = { size: sum('size'), allocated: sum('allocated'), free: sum('free'), reserved: sum('reserved') };
-      return { name: p.name, cidr: p.cidr, blockSize: p.blockSize, disabled: p.disabled, blocks: mine.length, ...u,
-        utilisation: ratio(u.allocated, u.size - u.reserved) };
-    });
+    return poolUsage(this.needIpam());
   }
 
   /** Best routes for `show route`: all, one prefix, or the longest match for an address. */
   routes(q: { prefix?: string; lpm?: string }): unknown[] {
-    const rib: Rib | null = this.speaker?.rib ?? null;
-    if (!rib) return [];
-    const describe = (prefix: Prefix, best: { source: string; attrs: Parameters<typeof describeAttrs>[0] }) => {
-      const a = describeAttrs(best.attrs, true);
-      return { prefix: formatPrefix(prefix), source: best.source, nextHop: best.attrs.nextHop ? formatIP(best.attrs.nextHop) : null,
-        asPath: a.AS_PATH ?? '', origin: a.ORIGIN ?? null, communities: [...(a.COMMUNITIES ?? []) as string[], ...(a.LARGE_COMMUNITY ?? []) as string[]] };
-    };
-    if (q.lpm) {
-      const r = rib.lpm(parseIP(q.lpm));
-      return r ? [describe(r.prefix, r.best)] : [];
-    }
-    if (q.prefix) {
-      const p = parsePrefix(q.prefix);
-      const paths = rib.paths(p);
-      return paths.length ? [describe(p, paths[0])] : [];
-    }
-    const out: unknown[] = [];
-    for (const r of rib.entries()) {
-      out.push(describe(r.prefix, r.best));
-      if (out.length >= 10_000) break;
-    }
-    return out;
+    return bestRoutes(this.speaker?.rib ?? null, q);
   }
 
   // ---- metrics --------------------------------------------------------------------------------------------------
@@ -617,22 +486,8 @@ export class Daemon {
   /** Re-read the config file. Throws ConfigError (nothing changed) when it is invalid. */
   async reload(): Promise<void> {
     if (this.stopped) return;
-    let next = mergeCalico(loadConfig(this.opts.file), this.opts.file, (m) => this.warn(m));
     const cfg = this.cfg;
-    if (next.node.name !== cfg.node.name) this.log.warn({ from: cfg.node.name, to: next.node.name }, 'node.name changes need a restart; ignored');
-    next = { ...next, node: { ...next.node, name: cfg.node.name } };
-    if (JSON.stringify(next.ipam?.store) !== JSON.stringify(cfg.ipam?.store) || !!next.ipam !== !!cfg.ipam) {
-      this.log.warn('ipam.store changes need a restart; ignored');
-      next = { ...next, ipam: next.ipam && cfg.ipam ? { ...next.ipam, store: cfg.ipam.store } : cfg.ipam };
-    }
-    if (JSON.stringify(next.dataplane) !== JSON.stringify(cfg.dataplane)) {
-      this.log.warn('dataplane changes need a restart; ignored');
-      next = { ...next, dataplane: cfg.dataplane };
-    }
-    if (JSON.stringify(next.ipc) !== JSON.stringify(cfg.ipc)) {
-      this.log.warn('ipc changes need a restart; ignored');
-      next = { ...next, ipc: cfg.ipc };
-    }
+    let next = keepRestartSettings(mergeCalico(loadConfig(this.opts.file), this.opts.file, (m) => this.warn(m)), cfg, this.log);
     this.fileCfg = next;
     if (this.calicoWatch) next = this.calicoWatch.merge(next);
     try {
@@ -640,7 +495,7 @@ export class Daemon {
         const ic = next.ipam;
         await this.ipam.setConfig({ strictAffinity: ic.strictAffinity, maxBlocksPerHost: ic.maxBlocksPerHost,
           autoAllocateBlocks: ic.autoAllocateBlocks, ipCooldownSeconds: ic.ipCooldownSeconds });
-        await this.ensurePools(this.ipam, ic.pools);
+        await ensurePools(this.ipam, ic.pools, this.log, (m) => this.warn(m));
         await this.ipam.setHost({ name: next.node.name, os: next.node.os, labels: next.node.labels });
       }
       await this.bfd.configure(bfdPeers(next));
@@ -656,23 +511,9 @@ export class Daemon {
         await this.speaker.start();
         this.follow(this.speaker.rib);
       }
-      // Only a listener whose address changed is reopened; all moved ones close first, so two may swap ports.
-      const moved = (['status', 'metrics'] as const).filter((w) => !sameListen(listenOf(cfg, w), listenOf(next, w)));
-      if (moved.length) {
-        // Where they are bound now (port 0 in the config got a real port), to go back to exactly that.
-        const bound = new Map(moved.map((w) => [w, (w === 'status' ? this.status.address() : this.status.metricsAddress()) ?? undefined]));
-        for (const w of moved) await this.status.close(w);
-        try {
-          for (const w of moved) await this.startListener(w, listenOf(next, w));
-        } catch (e) {
-          // e.g. a new port is taken: keep serving where we were.
-          this.log.error({ err: (e as Error).message, listen: next.status ? next.status : false },
-            'status endpoint: cannot move; staying on the old addresses');
-          for (const w of moved) await this.status.close(w);
-          for (const w of moved) await this.startListener(w, bound.get(w));
-          next = { ...next, status: cfg.status };
-        }
-      }
+      // A listener that cannot move keeps serving where it was, and the status section stays as it runs.
+      const movedAll = await moveListeners(this.status, cfg, next, (w, l) => this.startListener(w, l), this.log);
+      if (!movedAll) next = { ...next, status: cfg.status };
       this.cfg = next;
       this.passwordWatch.set(this.speaker ? bgpPasswordFiles(next) : []);
       this.log.info({ config: this.opts.file }, 'config reloaded');
@@ -720,7 +561,7 @@ export class Daemon {
     this.calicoWatch?.close();
     await step('node cleanup', () => this.nodeCleanup?.stop());
     this.cluster?.close();
-    this.unfollow?.();
+    this.linux?.unfollow();
     await step('dataplane', async () => {
       await this.linux?.reconciler.stop();
       this.hns?.stop();
@@ -746,13 +587,4 @@ function controlHandlers(c: DaemonControls) {
       return { reloaded: true };
     },
   };
-}
-
-/** The address of a host-length prefix. */
-function prefixIP(p: Prefix): IP {
-  return parseIP(formatPrefix(p).split('/')[0]);
-}
-
-function ratio(a: number, b: number): number {
-  return b > 0 ? Math.round((a / b) * 10_000) / 10_000 : 0;
 }

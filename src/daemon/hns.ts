@@ -2,7 +2,8 @@
 // handles' addresses) -> the desired HNS state, reconciled through an executor (HCN and IP Helper on Windows, the
 // fake elsewhere). Also the CNI gateway (addressing.ts, so the CNI result and HNS agree) and endpoint reconciliation:
 // leaked endpoints are removed by the planner; addresses whose pod endpoint is gone are released after a grace
-// period here. Counters and lists for /dataplane and the metrics.
+// period here. Counters and lists for /dataplane and the metrics, and the main-plugin CNI handlers (cni-windows.ts)
+// built from this dataplane's settings.
 import type { HnsDataplaneConfig } from '../config/types.ts';
 import type { Ipam } from '../ipam/ipam.ts';
 import type { Family } from '../net/ip.ts';
@@ -19,6 +20,8 @@ import { type OverlayMissing, mergeOverlay, overlayRoutes } from '../hns/overlay
 import { type VtepLayout, checkFacts, listVteps, publishVtep } from '../cluster/vtep.ts';
 import type { Store, Watcher } from '../store/types.ts';
 import type { Platform } from '../platform/platform.ts';
+import type { WindowsNetworkingApis } from '../platform/windows-net-api.ts';
+import type { IpcHandler } from '../ipc/server.ts';
 import { IpamError, type Pool } from '../ipam/types.ts';
 import { type IP, type Prefix, parseIP, prefixContainsIP } from '../net/ip.ts';
 import { type ConflistStatus, writeConflist } from './conflist.ts';
@@ -396,6 +399,27 @@ export class HnsDataplane {
       for (const ip of released) held.delete(ip);
     }
     return held;
+  }
+
+  /** The main-plugin CNI handlers over HCN, with this dataplane's network, pools and dataplane.cni settings. */
+  async windowsCni(ipam: Record<string, IpcHandler>, apis: WindowsNetworkingApis): Promise<Record<string, IpcHandler>> {
+    const dp = this.o.dp;
+    if (!this.o.ipam) return {};
+    const { windowsCniHandlers, networkByName, ipamPools } = await import('./cni-windows.ts');
+    const cni = dp.cni;
+    return windowsCniHandlers({
+      hcn: apis.hcn,
+      ipam,
+      network: networkByName(apis.hcn, this.network),
+      pools: ipamPools(this.o.ipam, this.o.host),
+      serviceCidr: cni?.serviceCidr,
+      exceptions: [...(cni?.nodeSubnet ? [cni.nodeSubnet] : []), ...(dp.ownedPrefixes ?? [])],
+      nodeIP: cni?.nodeIP,
+      // Windows has dual stack on l2bridge and l2tunnel, not on overlay.
+      ipv6: dp.mode !== 'overlay',
+      dns: { servers: cni?.dnsServers, search: cni?.dnsSearch },
+      log: this.o.log,
+    });
   }
 
   /** /dataplane's hns part: HNS's own JSON as read, the addressing, and the endpoint reconciliation. */

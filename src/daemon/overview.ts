@@ -6,8 +6,7 @@ import type { BlockInfo } from '../ipam/types.ts';
 import type { WarningsView } from './warnings.ts';
 import { formatPrefix, maxLen, parsePrefix, prefixContainsPrefix, type Prefix } from '../net/ip.ts';
 
-/** Pool utilisation, as the daemon computes it (daemon.ts; a type-only import, no module cycle at run time). */
-/** Pool utilisation, summed over the pool's blocks. */
+/** Pool utilisation, summed over the pool's blocks (computed in views.ts). */
 export interface PoolUsage {
   name: string;
   cidr: string;
