@@ -9,7 +9,7 @@
 //   claim)" are its compares, the block (with its first allocations) and the confirmed affinity its writes. That
 //   guards exactly what Calico's two-phase claim (pending affinity, create block, confirm) guards, one durable
 //   write instead of four; libcalico-go needs the phases only because its datastore interface writes one key at a
-//   time. Other writers may still use the phases, and their pending claims are finished here (loadAffine).
+//   time. Other writers may still use the phases; claim.ts finishes their pending claims (loadAffine).
 //
 //   The parts: assign.ts (the order above, and assignIP), claim.ts (block claims and affinities), release.ts,
 //   batcher.ts (the per-host batching), views.ts (read-only summaries). This class holds the pools, the settings
@@ -190,6 +190,7 @@ export class Ipam {
   async getHost(name: string): Promise<Host | undefined> {
     return this.ds.host(name);
   }
+
   // ---- assignment (assign.ts) -----------------------------------------------------------------------------------
 
   /** Assign `num4` IPv4 and `num6` IPv6 addresses to a host (see the file comment for the order). */
