@@ -11,7 +11,7 @@ import { prependAs, withAttrs, type PathAttrs } from '../rib/attrs.ts';
 import { DEFAULT_LOCAL_PREF, type Path } from '../rib/bestpath.ts';
 import type { ExportPolicy } from '../rib/rib.ts';
 import { NEXT_HOP_SELF4, NEXT_HOP_SELF6 } from './codec/next-hop-self.ts';
-import type { PrefixFilter } from './policy.ts';
+import type { PrefixFilter } from './prefix-filter.ts';
 import { reflectedAttrs, reflects } from './reflect.ts';
 import type { RoutePolicy } from './route-policy.ts';
 

@@ -21,7 +21,7 @@ import { PeerSockets, peerSecurity, wantsSocketOptions, type PeerSecurity } from
 import type { SecretSource as PasswordSource } from '../store/etcd-auth.ts';
 import { onlyKeyChanged } from './md5-rekey.ts';
 import { hostSocketOptions, type SocketOptionsHost } from '../platform/sockopt.ts';
-import { compilePrefixList, sameRules, type PrefixFilter, type PrefixRule } from './policy.ts';
+import { compilePrefixList, sameRules, type PrefixFilter, type PrefixRule } from './prefix-filter.ts';
 import { clusterLoop } from './reflect.ts';
 import { CommunityTagger, sameAdvertisements, type PrefixAdvertisement } from './communities.ts';
 import { ownAsLoop } from './loops.ts';
@@ -43,7 +43,7 @@ export type { AddressFamily, NegotiatedCapabilities } from './session.ts';
  * rule's length; only le: rule length..le; only ge: ge..max). Lists are evaluated first match wins; a prefix
  * that matches no rule is rejected. An absent list accepts everything.
  */
-export type { PrefixRule } from './policy.ts';
+export type { PrefixRule } from './prefix-filter.ts';
 
 export interface PeerGracefulRestart {
   /** Seconds (0..4095). */

@@ -5,7 +5,7 @@ import t from 'tap';
 import type { AddressFamily } from '../../src/config/types.ts';
 import { NEXT_HOP_SELF4, NEXT_HOP_SELF6 } from '../../src/bgp/codec/next-hop-self.ts';
 import { PeerExports, rewriteForPeer, type ExportContext, type ExportPeer } from '../../src/bgp/export-policy.ts';
-import { compilePrefixList } from '../../src/bgp/policy.ts';
+import { compilePrefixList } from '../../src/bgp/prefix-filter.ts';
 import { parseIP, parsePrefix, type Prefix } from '../../src/net/ip.ts';
 import { asSequence, attrsEqual, makeAttrs, type PathAttrs } from '../../src/rib/attrs.ts';
 import { DEFAULT_LOCAL_PREF, type Path, type PeerInfo } from '../../src/rib/bestpath.ts';

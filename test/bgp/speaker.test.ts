@@ -401,7 +401,7 @@ t.test('IPv6 transport: the session address is the IPv6 next hop', async (t) => 
 });
 
 t.test('prefix lists: exact, ge, le, first match wins, no match rejects', async (t) => {
-  const { PrefixFilter, PolicyError, compilePrefixList } = await import('../../src/bgp/policy.ts');
+  const { PrefixFilter, PrefixListError, compilePrefixList } = await import('../../src/bgp/prefix-filter.ts');
   const f = new PrefixFilter([
     { prefix: '10.0.9.0/24', action: 'reject' },
     { prefix: '10.0.0.0/16', le: 24 },
@@ -421,7 +421,7 @@ t.test('prefix lists: exact, ge, le, first match wins, no match rejects', async 
   t.equal(compilePrefixList(undefined), null, 'no list: accept all');
   t.equal(compilePrefixList([])!.accepts(parsePrefix('10.0.0.0/8')), false, 'empty list: reject all');
   for (const bad of [{ prefix: '10.0.0.0/16', le: 8 }, { prefix: '10.0.0.0/16', ge: 33 }, { prefix: '10.0.0.0/16', ge: 24, le: 20 }, { prefix: '10.0.0.1/16' }, { prefix: '10.0.0.0/16', action: 'permit' as never }]) {
-    t.throws(() => new PrefixFilter([bad]), PolicyError, JSON.stringify(bad));
+    t.throws(() => new PrefixFilter([bad]), PrefixListError, JSON.stringify(bad));
   }
   t.throws(() => new Speaker({ asn: 1, routerId: '1.1.1.1', listen: false, peers: [{ address: '10.0.0.1', asn: 2, import: [{ prefix: 'nonsense' }] }] }), /prefix list/, 'a bad list fails at construction');
 });

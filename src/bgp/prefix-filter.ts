@@ -1,6 +1,7 @@
-// Prefix-list policy for import and export: ordered rules, first match wins, no match = reject, no list = accept
-// all. A rule matches a prefix inside its own prefix whose length is within ge..le (both absent: exactly the
-// rule's length; only le: rule length..le; only ge: ge..family max), the usual router prefix-list semantics.
+// Prefix lists for import and export, compiled to filters: ordered rules, first match wins, no match = reject, no
+// list = accept all. A rule matches a prefix inside its own prefix whose length is within ge..le (both absent:
+// exactly the rule's length; only le: rule length..le; only ge: ge..family max), the usual router prefix-list
+// semantics. (Route policy, Calico's BGPFilter rules, is route-policy.ts; what a peer is sent, export-policy.ts.)
 import { type Prefix, maxLen, parsePrefix, prefixContainsPrefix } from '../net/ip.ts';
 
 export interface PrefixRule {
@@ -11,8 +12,8 @@ export interface PrefixRule {
   action?: 'accept' | 'reject';
 }
 
-export class PolicyError extends Error {
-  override name = 'PolicyError';
+export class PrefixListError extends Error {
+  override name = 'PrefixListError';
 }
 
 interface Compiled {
@@ -46,19 +47,19 @@ function compileRule(r: PrefixRule): Compiled {
   try {
     prefix = parsePrefix(r.prefix);
   } catch (e) {
-    throw new PolicyError(`prefix list: ${(e as Error).message}`);
+    throw new PrefixListError(`prefix list: ${(e as Error).message}`);
   }
   const max = maxLen(prefix.family);
   const lo = r.ge ?? prefix.len;
   const hi = r.le ?? (r.ge !== undefined ? max : prefix.len);
   for (const [name, v] of [['ge', r.ge], ['le', r.le]] as const) {
     if (v !== undefined && (!Number.isInteger(v) || v < prefix.len || v > max)) {
-      throw new PolicyError(`prefix list ${r.prefix}: ${name} ${v} must be within ${prefix.len}..${max}`);
+      throw new PrefixListError(`prefix list ${r.prefix}: ${name} ${v} must be within ${prefix.len}..${max}`);
     }
   }
-  if (lo > hi) throw new PolicyError(`prefix list ${r.prefix}: ge ${lo} > le ${hi}`);
+  if (lo > hi) throw new PrefixListError(`prefix list ${r.prefix}: ge ${lo} > le ${hi}`);
   if (r.action !== undefined && r.action !== 'accept' && r.action !== 'reject') {
-    throw new PolicyError(`prefix list ${r.prefix}: action must be accept or reject, not ${String(r.action)}`);
+    throw new PrefixListError(`prefix list ${r.prefix}: action must be accept or reject, not ${String(r.action)}`);
   }
   return { prefix, lo, hi, accept: r.action !== 'reject' };
 }
