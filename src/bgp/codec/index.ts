@@ -3,6 +3,8 @@ export * from './messages.ts';
 export * from './errors.ts';
 export * from './nlri.ts';
 export * from './decode.ts';
+export { DecodeScratch, type AttrProblem, type DecodeOptions } from './decode-state.ts';
+export { reconstructAsPath } from './decode-attrs.ts';
 export * from './encode.ts';
 export * from './framer.ts';
 export * from './open.ts';

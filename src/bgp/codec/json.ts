@@ -3,7 +3,8 @@
 import { formatIP, IP } from '../../net/ip.ts';
 import { formatAsPath, type PathAttrs } from '../../rib/attrs.ts';
 import type { PrefixList } from '../../rib/prefixlist.ts';
-import { decodeMessage, type DecodeOptions, type DecodeResult } from './decode.ts';
+import { decodeMessage, type DecodeResult } from './decode.ts';
+import type { DecodeOptions } from './decode-state.ts';
 import { errorCodeName, errorSubcodeName, shutdownMessage } from './errors.ts';
 import { Framer } from './framer.ts';
 import { endOfRib, type Capability, type Message, type UpdateMessage } from './messages.ts';

@@ -1,6 +1,6 @@
-// Low-level writers shared by the encoders (encode.ts, updates.ts). Internal to the codec: not re-exported by
-// index.ts.
-import { type IP } from '../../net/ip.ts';
+// Low-level readers shared by the decoder's modules (decode*.ts) and writers shared by the encoders (encode.ts,
+// updates.ts). Internal to the codec: not re-exported by index.ts.
+import { IP } from '../../net/ip.ts';
 import { EncodeError } from './errors.ts';
 
 export function w16(b: Uint8Array, p: number, v: number): number {
@@ -50,4 +50,17 @@ export function mpNextHopLen(nextHop: IP | null, linkLocal: IP | null | undefine
   }
   if (linkLocal && linkLocal.family !== 6) throw new EncodeError('the link-local next hop must be IPv6');
   return linkLocal ? 32 : 16;
+}
+
+// ---- readers ------------------------------------------------------------------------------------------------
+
+export const EMPTY = new Uint8Array(0);
+
+export const u16 = (b: Uint8Array, p: number): number => (b[p] << 8) | b[p + 1];
+export const u32 = (b: Uint8Array, p: number): number => ((b[p] << 24) | (b[p + 1] << 16) | (b[p + 2] << 8) | b[p + 3]) >>> 0;
+export const copy = (b: Uint8Array, s: number, e: number): Uint8Array => new Uint8Array(b.subarray(s, e));
+export const be16 = (n: number): Uint8Array => new Uint8Array([(n >>> 8) & 255, n & 255]);
+
+export function ipv6At(b: Uint8Array, p: number): IP {
+  return new IP(6, u32(b, p), u32(b, p + 4), u32(b, p + 8), u32(b, p + 12));
 }
