@@ -17,7 +17,7 @@ import type { RoutePolicy } from './route-policy.ts';
 
 type Origin = 'local' | 'ibgp' | 'ebgp';
 
-/** What the export policy reads of a peer (the speaker's PeerState). Filters and route policy are read per call. */
+/** What the export policy reads of a peer (PeerState, src/bgp/peer.ts). Filters and route policy are read per call. */
 export interface ExportPeer {
   readonly cfg: { readonly address: string; readonly localAs: number; readonly nextHopSelf: boolean; readonly rrClient: boolean };
   readonly type: 'ibgp' | 'ebgp';
@@ -77,7 +77,7 @@ export function rewriteForPeer(p: ExportPeer, family: 4 | 6, from: Origin, a: Pa
 }
 
 /** Export policies for sessions, with the rewrite results shared by peers of one kind. */
-export class PeerExports {
+export class ExportPolicies {
   // Keyed by the (immutable) source records: nothing to invalidate.
   private readonly caches = new Map<string, [RewriteCache, RewriteCache]>();
 

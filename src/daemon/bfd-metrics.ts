@@ -1,6 +1,6 @@
 // Prometheus metrics of the BFD sessions, read from the speaker's peer status (PeerStatus.bfd) at scrape time.
 import type { Registry } from 'prom-client';
-import type { PeerStatus } from '../bgp/speaker.ts';
+import type { PeerStatus } from '../bgp/peer.ts';
 
 /** RFC 5880 4.1 state numbers. */
 const STATE: Record<string, number> = { AdminDown: 0, Down: 1, Init: 2, Up: 3 };

@@ -1,7 +1,7 @@
 // Prometheus metrics of the BGP hardening features, read from the speaker's peer status at scrape time:
 // errors per peer and kind (RFC 7606 actions, NOTIFICATIONs, max-prefix trips) and the max-prefix limits.
 import type { Registry } from 'prom-client';
-import type { PeerStatus } from '../bgp/speaker.ts';
+import type { PeerStatus } from '../bgp/peer.ts';
 
 /** prom-client is passed in, not imported, so the daemon loads it only on the first scrape (src/daemon/metrics.ts). */
 export function registerBgpHardeningMetrics(prom: typeof import('prom-client'), reg: Registry, peers: () => PeerStatus[]): void {

@@ -6,7 +6,9 @@
 //
 // src/cli/run.ts owns the process (arguments, signals, run marker); this class owns the parts and their order.
 import type { Logger as Pino } from 'pino';
-import { Speaker, type Logger, type PeerStatus } from '../bgp/speaker.ts';
+import { Speaker } from '../bgp/speaker.ts';
+import type { Logger } from '../bgp/speaker-config.ts';
+import type { PeerStatus } from '../bgp/peer.ts';
 import { mergeCalico } from './calico-merge.ts';
 import { formatListen, loadConfig, type Config, type ListenAddress } from '../config/config.ts';
 import type { FakeHns } from '../hns/fake.ts';

@@ -1,7 +1,7 @@
 // The daemon's Prometheus metrics. prom-client is loaded, and the registry built, on the first scrape: a daemon
 // nobody scrapes never pays its ~11 MB. Values are read from the parts at scrape time (collect), so nothing has to
 // keep counters in step.
-import type { PeerStatus } from '../bgp/speaker.ts';
+import type { PeerStatus } from '../bgp/peer.ts';
 import type { Registry } from 'prom-client';
 import { registerBgpHardeningMetrics } from './bgp-metrics.ts';
 import { registerBfdMetrics } from './bfd-metrics.ts';

@@ -1,7 +1,7 @@
 // One snapshot of everything an operator looks at first: the node, its peers, its pools and blocks (with the
 // addresses it borrowed and from whom), the dataplane and the warnings. The status page (GET /overview) and
 // `blockspeaker top` (control socket method show.overview) both draw from it, so one refresh is one request.
-import type { PeerStatus } from '../bgp/speaker.ts';
+import type { PeerStatus } from '../bgp/peer.ts';
 import type { BlockInfo } from '../ipam/types.ts';
 import type { WarningsView } from './warnings.ts';
 import { formatPrefix, maxLen, parsePrefix, prefixContainsPrefix, type Prefix } from '../net/ip.ts';

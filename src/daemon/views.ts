@@ -2,7 +2,7 @@
 // for `show route`, IPAM's settings as read, and the peers with the ones the cluster made marked. The status
 // endpoint, the control socket, the overview and the metrics all draw from them; they change nothing.
 import { describeAttrs } from '../bgp/codec/json.ts';
-import type { PeerStatus } from '../bgp/speaker.ts';
+import type { PeerStatus } from '../bgp/peer.ts';
 import type { Ipam } from '../ipam/ipam.ts';
 import type { BlockInfo } from '../ipam/types.ts';
 import { formatIP, formatPrefix, parseIP, parsePrefix, type Prefix } from '../net/ip.ts';

@@ -6,7 +6,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { getHeapStatistics } from 'node:v8';
 import type { AddressInfo } from 'node:net';
 import { describeAttrs } from '../bgp/codec/json.ts';
-import type { PeerStatus } from '../bgp/speaker.ts';
+import type { PeerStatus } from '../bgp/peer.ts';
 import { AddressError, formatIP, formatPrefix, parseIP, parsePrefix, type Family } from '../net/ip.ts';
 import type { Path } from '../rib/bestpath.ts';
 import type { Rib } from '../rib/rib.ts';

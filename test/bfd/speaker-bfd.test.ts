@@ -3,7 +3,8 @@
 // the Established BGP session with Cease as soon as BFD declares the path down, counts it as bfd-down, and BGP
 // comes back while BFD stays Down (BFD gates nothing but failure). The remote going AdminDown closes nothing.
 import t, { type Test } from 'tap';
-import { Speaker, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
+import { Speaker } from '../../src/bgp/speaker.ts';
+import type { SpeakerPeerConfig } from '../../src/bgp/speaker-config.ts';
 import { BfdManager } from '../../src/bfd/manager.ts';
 import { freePort, waitFor } from '../bgp/raw-peer.ts';
 import { parsePrefix } from '../../src/net/ip.ts';

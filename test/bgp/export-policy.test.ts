@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import t from 'tap';
 import type { AddressFamily } from '../../src/config/types.ts';
 import { NEXT_HOP_SELF4, NEXT_HOP_SELF6 } from '../../src/bgp/codec/next-hop-self.ts';
-import { PeerExports, rewriteForPeer, type ExportContext, type ExportPeer } from '../../src/bgp/export-policy.ts';
+import { ExportPolicies, rewriteForPeer, type ExportContext, type ExportPeer } from '../../src/bgp/export-policy.ts';
 import { compilePrefixList } from '../../src/bgp/prefix-filter.ts';
 import { parseIP, parsePrefix, type Prefix } from '../../src/net/ip.ts';
 import { asSequence, attrsEqual, makeAttrs, type PathAttrs } from '../../src/rib/attrs.ts';
@@ -29,9 +29,9 @@ function path(attrs: PathAttrs, type: PeerInfo['type'], address: string | null =
   return { source, attrs, peer: { type, routerId: 0x0a090909, address: address ? parseIP(address) : null, asn: 65100 }, stale: false };
 }
 
-function exportsWith(over: Partial<ExportContext> = {}): { x: PeerExports; warnings: string[] } {
+function exportsWith(over: Partial<ExportContext> = {}): { x: ExportPolicies; warnings: string[] } {
   const warnings: string[] = [];
-  const x = new PeerExports({
+  const x = new ExportPolicies({
     clusterId: () => undefined,
     isRrClient: () => false,
     tag: (_p, a) => a,
@@ -43,7 +43,7 @@ function exportsWith(over: Partial<ExportContext> = {}): { x: PeerExports; warni
 
 const src4 = makeAttrs({ asPath: [asSequence(65100)], nextHop: parseIP('10.9.9.9'), med: 7, localPref: 200 });
 const src6 = makeAttrs({ asPath: [asSequence(65100)], nextHop: parseIP('2001:db8::9'), nextHopLinkLocal: parseIP('fe80::9') });
-const policyOf = (x: PeerExports, p: ExportPeer, fams: AddressFamily[] = ['ipv4', 'ipv6']) => {
+const policyOf = (x: ExportPolicies, p: ExportPeer, fams: AddressFamily[] = ['ipv4', 'ipv6']) => {
   const pol = x.policy(p, fams);
   return (prefix: Prefix, best: Path) => pol(prefix, best, [best]);
 };

@@ -7,7 +7,8 @@
 // Heap use is sampled to show it stays bounded.
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { Speaker, type SpeakerConfig, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
+import { Speaker } from '../../src/bgp/speaker.ts';
+import type { SpeakerConfig, SpeakerPeerConfig } from '../../src/bgp/speaker-config.ts';
 import { decodeMessage, type DecodeOptions } from '../../src/bgp/codec/index.ts';
 import { mulberry32 } from '../../src/rib/tablegen.ts';
 import { corpus, mutate } from './codec-fuzz-lib.ts';

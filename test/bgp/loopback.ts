@@ -1,7 +1,8 @@
 // Our speakers on loopback addresses 127.0.0.N sharing one free port, stopped after each test: the setup the
 // speaker-to-speaker tests share.
 import type { Test } from 'tap';
-import { Speaker, type SpeakerConfig, type SpeakerOptions, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
+import { Speaker } from '../../src/bgp/speaker.ts';
+import type { SpeakerConfig, SpeakerOptions, SpeakerPeerConfig } from '../../src/bgp/speaker-config.ts';
 import { freePort } from './raw-peer.ts';
 import { describeAttrs } from '../../src/bgp/codec/json.ts';
 import type { PathAttrs } from '../../src/rib/attrs.ts';

@@ -2,7 +2,8 @@
 // threshold, the restart timer, /peers status and per-kind error counts; plus the config checks. A raw peer sends
 // the exact UPDATEs; the interop test (test/interop/maxprefix.test.ts) does the same against BIRD.
 import t, { type Test } from 'tap';
-import { Speaker, type Logger, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
+import { Speaker } from '../../src/bgp/speaker.ts';
+import type { Logger, SpeakerPeerConfig } from '../../src/bgp/speaker-config.ts';
 import { MaxPrefixGuard, maxPrefixData, normMaxPrefixes } from '../../src/bgp/maxprefix.ts';
 import { ConfigError, parseConfig } from '../../src/config/config.ts';
 import { parsePrefix } from '../../src/net/ip.ts';

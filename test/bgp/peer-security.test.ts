@@ -7,7 +7,7 @@ import path from 'node:path';
 import fc from 'fast-check';
 import t from 'tap';
 import { PeerKey, peerSecurity, readPeerPassword } from '../../src/bgp/peer-security.ts';
-import type { SpeakerConfig, SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
+import type { SpeakerConfig, SpeakerPeerConfig } from '../../src/bgp/speaker-config.ts';
 import { parsePrefix } from '../../src/net/ip.ts';
 import {
   AF_INET, AF_INET6, IP_MINTTL, IP_TTL, IPV6_MINHOPCOUNT, IPV6_UNICAST_HOPS, SOL_IP, SOL_IPV6, SOL_TCP, TCP_MD5SIG,

@@ -2,7 +2,8 @@
 // non-client: routes flow client -> client and client <-> non-client with ORIGINATOR_ID and CLUSTER_LIST, a
 // route carrying our cluster ID is dropped, and without a cluster ID nothing is reflected.
 import t from 'tap';
-import { Speaker, type SpeakerConfig, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
+import { Speaker } from '../../src/bgp/speaker.ts';
+import type { SpeakerConfig, SpeakerPeerConfig } from '../../src/bgp/speaker-config.ts';
 import { clusterLoop, reflectedAttrs, reflects } from '../../src/bgp/reflect.ts';
 import { formatIP, parsePrefix } from '../../src/net/ip.ts';
 import { makeAttrs } from '../../src/rib/attrs.ts';

@@ -2,7 +2,8 @@
 // 1. A treat-as-withdraw UPDATE without NLRI is not End-of-RIB: stale routes stay until the real End-of-RIB.
 // 2. AS_CONFED_* segments in an AS_PATH from an eBGP peer are malformed: treat-as-withdraw, session stays up.
 import t from 'tap';
-import { Speaker, type SpeakerConfig, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
+import { Speaker } from '../../src/bgp/speaker.ts';
+import type { SpeakerConfig, SpeakerPeerConfig } from '../../src/bgp/speaker-config.ts';
 import { Afi, DecodeScratch, Safi, decodeMessage, endOfRib, type Capability, type UpdateMessage } from '../../src/bgp/codec/index.ts';
 import { parsePrefix } from '../../src/net/ip.ts';
 import { AsPathCache, hashBytes } from '../../src/bgp/codec/aspaths.ts';

@@ -2,7 +2,8 @@
 // test needs exact bytes: sessions, route flow and withdrawal, eBGP/iBGP rules, prefix lists, collision
 // detection, graceful restart (helper and restarting speaker), route refresh, reconfiguration, backpressure.
 import t from 'tap';
-import { Speaker, type SpeakerConfig, type SpeakerOptions, type SpeakerPeerConfig } from '../../src/bgp/speaker.ts';
+import { Speaker } from '../../src/bgp/speaker.ts';
+import type { SpeakerConfig, SpeakerOptions, SpeakerPeerConfig } from '../../src/bgp/speaker-config.ts';
 import { encodeEndOfRib, encodeRouteRefresh, encodeUpdates, type UpdateMessage } from '../../src/bgp/codec/index.ts';
 import { prefixesOf } from '../../src/bgp/codec/nlri.ts';
 import { parseIP, parsePrefix, formatPrefix, formatIP, Prefix } from '../../src/net/ip.ts';

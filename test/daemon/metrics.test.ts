@@ -1,7 +1,7 @@
 // /metrics reads each shared part of the daemon (peer status, pool and block usage, HNS counters) once per scrape,
 // whatever number of metrics use it, and afresh at the next scrape.
 import t from 'tap';
-import type { PeerStatus } from '../../src/bgp/speaker.ts';
+import type { PeerStatus } from '../../src/bgp/peer.ts';
 import { lazyMetrics, perScrape, type MetricsSource } from '../../src/daemon/metrics.ts';
 
 function peer(i: number, state: string, accepted: number): PeerStatus {

@@ -1,4 +1,4 @@
-// Hardening: connections to the BGP listener from addresses that are not peers. Each is closed at once (the
+// Connections to the BGP listener from addresses that are not peers. Each is closed at once (the
 // speaker reads and sends nothing and keeps no socket, as BIRD does), and the log gets at most one line a minute per
 // address, carrying the count since that address's last line; the tracking is bounded (src/bgp/refused-log.ts) so a
 // scan from many sources cannot grow it. A configured peer still comes up afterwards.
@@ -97,7 +97,7 @@ t.test('3,000 connections from an address that is not a peer: each closed at onc
   await speaker.start();
   let stopped = false;
   t.teardown(() => (stopped ? undefined : speaker.stop({ graceful: false })));
-  const server = (speaker as unknown as { server: net.Server }).server;
+  const server = (speaker as unknown as { listener: { socket: net.Server } }).listener.socket;
   const connections = () => new Promise<number>((resolve, reject) => server.getConnections((e, n) => (e ? reject(e) : resolve(n))));
   let accepted = 0;
   server.on('connection', () => accepted++);

@@ -1,4 +1,4 @@
-// Hardening: RFC 9687's Send Hold Timer. The pure FSM (src/bgp/fsm.ts) on a simulated clock: for any sequence
+// RFC 9687's Send Hold Timer. The pure FSM (src/bgp/fsm.ts) on a simulated clock: for any sequence
 // of writes left waiting, writes that reached the kernel and time passing, the session ends with Send Hold Timer
 // Expired (8/0) exactly when octets waited SendHoldTime with no write progressing, and never otherwise. Then a real
 // speaker over loopback TCP: a peer that completes the OPEN exchange, keeps sending KEEPALIVEs but stops reading while
@@ -7,7 +7,8 @@
 import t from 'tap';
 import fc from 'fast-check';
 import { Fsm, SEND_HOLD_MIN, timerEvent, type FsmAction, type FsmConfig, type FsmEvent, type TimerName } from '../../src/bgp/fsm.ts';
-import { Speaker, type PeerStatus } from '../../src/bgp/speaker.ts';
+import { Speaker } from '../../src/bgp/speaker.ts';
+import type { PeerStatus } from '../../src/bgp/peer.ts';
 import { endOfRib, type Message } from '../../src/bgp/codec/index.ts';
 import { parseConfig } from '../../src/config/config.ts';
 import { RawPeer, freePort, waitFor } from '../bgp/raw-peer.ts';

@@ -5,7 +5,7 @@ import { StatusServer } from '../../src/status/http.ts';
 import { Rib } from '../../src/rib/rib.ts';
 import { makeAttrs, asSequence } from '../../src/rib/attrs.ts';
 import { parseIP, parsePrefix } from '../../src/net/ip.ts';
-import type { PeerStatus } from '../../src/bgp/speaker.ts';
+import type { PeerStatus } from '../../src/bgp/peer.ts';
 
 const rib = new Rib();
 rib.addSource('local', { type: 'local', routerId: 1, address: null, asn: 65000 });
