@@ -6,7 +6,7 @@ import { CeaseSubcode, ErrorCode, encodeNotification, type OpenMessage } from '.
 import type { PeerState } from './peer.ts';
 import { wantsSocketOptions, type PeerSockets } from './peer-security.ts';
 import { RefusedLog, REFUSED_LOG_INTERVAL_MS, type RefusedLine } from './refused-log.ts';
-import type { Session } from './session.ts';
+import { stripMapped, type Session } from './session.ts';
 import { peerSourceName, type Logger } from './speaker-config.ts';
 
 /** The BGP listener's accept queue (see listen). */
@@ -203,10 +203,6 @@ export function collision(p: PeerState, s: Session, open: OpenMessage, routerId:
     return true;
   }
   return false;
-}
-
-function stripMapped(a: string): string {
-  return a.startsWith('::ffff:') && net.isIPv4(a.slice(7)) ? a.slice(7) : a;
 }
 
 function rejectSocket(sock: net.Socket): void {

@@ -720,7 +720,8 @@ export class Session extends EventEmitter<SessionEvents> {
   }
 }
 
-function stripMapped(a: string): string {
+/** An IPv4-mapped IPv6 address (how a dual-stack socket shows an IPv4 peer) as plain IPv4 text; others unchanged. */
+export function stripMapped(a: string): string {
   return a.startsWith('::ffff:') && net.isIPv4(a.slice(7)) ? a.slice(7) : a;
 }
 

@@ -11,7 +11,7 @@ import { peerSecurity, type PeerSecurity } from './peer-security.ts';
 import type { SecretSource } from '../store/etcd-auth.ts';
 import { compilePrefixList, type PrefixRule } from './prefix-filter.ts';
 import { RoutePolicy, type PolicyRule } from './route-policy.ts';
-import type { AddressFamily } from './session.ts';
+import type { AddressFamily, SessionLogger } from './session.ts';
 
 // ---- configuration ----------------------------------------------------------------------------------------------
 
@@ -101,12 +101,8 @@ export interface SpeakerConfig {
 
 // ---- options ------------------------------------------------------------------------------------------------
 
-export interface Logger {
-  debug(msg: string, fields?: Record<string, unknown>): void;
-  info(msg: string, fields?: Record<string, unknown>): void;
-  warn(msg: string, fields?: Record<string, unknown>): void;
-  error(msg: string, fields?: Record<string, unknown>): void;
-}
+/** The speaker's logger: the one its sessions take (src/bgp/session.ts). */
+export type Logger = SessionLogger;
 
 export interface SpeakerOptions {
   /** The RIB to use (shared with the daemon and the route programmer). Default: a new one. */

@@ -4,9 +4,12 @@
 import type { EtcdSecurity, SecretSource } from '../store/etcd-auth.ts';
 import type { PolicyRule } from '../bgp/route-policy.ts';
 import type { AddressFamily } from '../bgp/session.ts';
+import type { PeerGracefulRestart } from '../bgp/speaker-config.ts';
 
 // The BGP speaker's own name for a family (its config uses the same words).
 export type { AddressFamily } from '../bgp/session.ts';
+// The speaker's graceful-restart setting (its config uses the same shape).
+export type { PeerGracefulRestart } from '../bgp/speaker-config.ts';
 export type NodeOS = 'linux' | 'windows';
 
 export interface Config {
@@ -52,10 +55,6 @@ export interface PrefixRule {
   ge?: number;
   le?: number;
   action: 'accept' | 'reject';
-}
-
-export interface PeerGracefulRestart {
-  restartTime: number;
 }
 
 export interface PeerConfig {
