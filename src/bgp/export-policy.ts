@@ -22,7 +22,7 @@ export interface ExportPeer {
   readonly cfg: { readonly address: string; readonly localAs: number; readonly nextHopSelf: boolean; readonly rrClient: boolean };
   readonly type: 'ibgp' | 'ebgp';
   readonly exportFilter: PrefixFilter | null;
-  readonly exportRP: RoutePolicy | null;
+  readonly exportRoutePolicy: RoutePolicy | null;
   /** The session's own next hops (null: none of that family). */
   readonly nh4: IP | null;
   readonly nh6: IP | null;
@@ -111,8 +111,8 @@ export class ExportPolicies {
       const from = best.peer.type;
       // The route policy sees the route as held (before our AS is prepended), as a BIRD export filter does.
       let attrs = best.attrs;
-      if (p.exportRP) {
-        const r = p.exportRP.evaluate(prefix, attrs, { peerType: p.type, fromPeer: from !== 'local' });
+      if (p.exportRoutePolicy) {
+        const r = p.exportRoutePolicy.evaluate(prefix, attrs, { peerType: p.type, fromPeer: from !== 'local' });
         if (r === null) return null;
         attrs = r;
       }

@@ -60,7 +60,7 @@ export class Importer {
   private ingestList(p: PeerState, list: PrefixList, a: PathAttrs, loop: boolean): void {
     const src = p.source;
     // A route policy may change attributes per prefix: that peer's UPDATEs take the per-prefix path.
-    if (!p.importRP || loop) {
+    if (!p.importRoutePolicy || loop) {
       this.rib.updateList(src, list, a, loop ? null : a, p.importFilter ? p.importFilter.acceptor : undefined);
       return;
     }
@@ -107,7 +107,7 @@ export class Importer {
     return (prefix, attrs) => {
       if (this.importedAttrs(p, attrs) === null) return null;
       if (p.importFilter && !p.importFilter.accepts(prefix)) return null;
-      return p.importRP ? p.importRP.evaluate(prefix, attrs, { peerType: p.type, fromPeer: true }) : attrs;
+      return p.importRoutePolicy ? p.importRoutePolicy.evaluate(prefix, attrs, { peerType: p.type, fromPeer: true }) : attrs;
     };
   }
 }

@@ -88,10 +88,12 @@ export class PeerState {
   /** A second, incoming connection during collision detection (RFC 4271 6.8). */
   incoming: Session | null = null;
   established: Session | null = null;
+  /** The prefix lists (./prefix-filter.ts); null accepts everything. */
   importFilter: PrefixFilter | null;
   exportFilter: PrefixFilter | null;
-  importRP: RoutePolicy | null = null;
-  exportRP: RoutePolicy | null = null;
+  /** The route policies after them (Calico BGPFilter rules, ./route-policy.ts); null: none. */
+  importRoutePolicy: RoutePolicy | null = null;
+  exportRoutePolicy: RoutePolicy | null = null;
   queue = new ExportQueue();
   /** Next hops towards this peer, from the established session. */
   nh4: IP | null = null;
@@ -118,7 +120,7 @@ export class PeerState {
   constructor(public cfg: NormPeer, restarting: boolean) {
     this.importFilter = compilePrefixList(cfg.importRules);
     this.exportFilter = compilePrefixList(cfg.exportRules);
-    this.setPolicy(cfg);
+    this.setRoutePolicies(cfg);
     this.restarting = restarting;
     this.maxPrefix = cfg.maxPrefixes ? new MaxPrefixGuard(cfg.maxPrefixes) : null;
   }
@@ -130,9 +132,9 @@ export class PeerState {
   /** Set when the peer starts (depends on our ASN too). */
   type: 'ibgp' | 'ebgp' = 'ebgp';
 
-  setPolicy(cfg: NormPeer): void {
-    this.importRP = cfg.policy.import?.length ? new RoutePolicy(cfg.policy.import) : null;
-    this.exportRP = cfg.policy.export?.length ? new RoutePolicy(cfg.policy.export) : null;
+  setRoutePolicies(cfg: NormPeer): void {
+    this.importRoutePolicy = cfg.policy.import?.length ? new RoutePolicy(cfg.policy.import) : null;
+    this.exportRoutePolicy = cfg.policy.export?.length ? new RoutePolicy(cfg.policy.export) : null;
   }
 
 }

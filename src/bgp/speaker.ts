@@ -249,7 +249,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
         JSON.stringify(p.cfg.policy.import) !== JSON.stringify(n.policy.import);
       const exportChanged = !sameRules(p.cfg.exportRules, n.exportRules) || JSON.stringify(p.cfg.policy.export) !== JSON.stringify(n.policy.export);
       p.cfg = n;
-      p.setPolicy(n);
+      p.setRoutePolicies(n);
       // A local timer, not in the OPEN: the running sessions take it (from the next time it is armed).
       for (const s of new Set([p.session, p.incoming])) if (s) s.fsm.cfg = { ...s.fsm.cfg, sendHoldTime: n.sendHoldTime };
       if (importChanged) {

@@ -18,7 +18,7 @@ function peer(over: Partial<ExportPeer> & { localAs?: number; nextHopSelf?: bool
     cfg: { address: over.address ?? '10.0.0.2', localAs: over.localAs ?? 65000, nextHopSelf: over.nextHopSelf ?? false, rrClient: over.rrClient ?? false },
     type: over.type ?? 'ebgp',
     exportFilter: over.exportFilter ?? null,
-    exportRP: over.exportRP ?? null,
+    exportRoutePolicy: over.exportRoutePolicy ?? null,
     nh4: over.nh4 === undefined ? parseIP('10.0.0.1') : over.nh4,
     nh6: over.nh6 === undefined ? parseIP('2001:db8::1') : over.nh6,
     warnedNoNextHop: new Set<AddressFamily>(),
