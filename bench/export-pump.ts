@@ -7,7 +7,7 @@
 // in flushes of --per-flush prefixes (senders interleaved, as BIRD's one-prefix UPDATEs from 100 sessions arrive),
 // and every flush is exported to every peer, each with its own attribute record per sender (next hop = our address
 // on that session, AS path = ours + the sender's), as the RIB's export cache hands them out. Two ways, alternated:
-//   per-update  what the speaker did before issue-17e: the attribute block encoded per UPDATE (encodeUpdate), one
+//   per-update  the way before the export queue: the attribute block encoded per UPDATE (encodeUpdate), one
 //               socket.write per UPDATE, corked per tick
 //   packed      src/bgp/export-queue.ts: attribute blocks cached per record, one write per pump step
 // CPU = process.cpuUsage() from the first flush until the server has every byte. Prints medians, then one JSON line.

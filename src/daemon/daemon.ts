@@ -310,14 +310,14 @@ export class Daemon {
   private async startIpc(path: string): Promise<void> {
     const ipam = this.ipam ? ipamHandlers(this.ipam, this.cfg.node.name, {
         log: (msg, f) => this.log.info(f ?? {}, msg),
-        // HNS: the CNI result's gateway is the one HNS holds (README "HNS addressing").
+        // HNS: the CNI result's gateway is the one HNS holds (docs/reference/hns.md, "HNS addressing").
         ...(this.cfg.dataplane.kind === 'hns' ? { dataplaneGateway: (pool, family) => this.hns ? this.hns.gateway(pool, family) : Promise.resolve(null) } : {}),
         // HNS: a CNI result only once HNS holds the address's ip-subnet (a fresh block's is added by the next pass).
         ...(this.cfg.dataplane.kind === 'hns' ? { dataplaneReady: (ips) => this.hns ? this.hns.awaitProgrammed(ips) : Promise.resolve() } : {}),
       }) : null;
     const handlers = {
       ...(ipam ?? {}),
-      // Windows with HCN: blockspeaker as the node's main CNI plugin (cni.add/del/check/gc; docs/windows-dataplane.md).
+      // Windows with HCN: blockspeaker as the node's main CNI plugin (cni.add/del/check/gc; docs/reference/windows-dataplane.md).
       ...(ipam && this.windowsApis && this.hns ? await this.hns.windowsCni(ipam, this.windowsApis) : {}),
       'show.peers': () => this.speaker?.peers() ?? [],
       'show.routes': (p: { prefix?: string; lpm?: string }) => this.routes(p),
