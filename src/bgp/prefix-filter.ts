@@ -6,6 +6,7 @@ import { type Prefix, maxLen, parsePrefix, prefixContainsPrefix } from '../net/i
 
 export interface PrefixRule {
   prefix: string;
+  /** Match lengths ge..le; both absent = exactly the prefix's length. */
   ge?: number;
   le?: number;
   /** Default 'accept'. */

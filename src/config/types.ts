@@ -5,6 +5,7 @@ import type { EtcdSecurity, SecretSource } from '../store/etcd-auth.ts';
 import type { PolicyRule } from '../bgp/route-policy.ts';
 import type { AddressFamily } from '../bgp/session.ts';
 import type { PeerGracefulRestart } from '../bgp/speaker-config.ts';
+import type { PrefixRule as SpeakerPrefixRule } from '../bgp/prefix-filter.ts';
 
 // The BGP speaker's own name for a family (its config uses the same words).
 export type { AddressFamily } from '../bgp/session.ts';
@@ -49,13 +50,8 @@ export interface ListenAddress {
   port: number;
 }
 
-export interface PrefixRule {
-  prefix: string;
-  /** Match lengths ge..le; both absent = exactly the prefix's length. */
-  ge?: number;
-  le?: number;
-  action: 'accept' | 'reject';
-}
+/** A prefix-list rule as the speaker takes it, with the action the validator always fills in. */
+export type PrefixRule = SpeakerPrefixRule & { action: 'accept' | 'reject' };
 
 export interface PeerConfig {
   address: string;
