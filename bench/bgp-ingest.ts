@@ -369,6 +369,9 @@ async function fullTable(feedFor: (kind: Kind, link: Link) => Feed, links: Map<K
       await feed.start();
       w = await waitHeld(rcv, expected, tStart, polling, feed.tick);
       t0 = await feed.established();
+      // BIRD's "since" is its last state change: one after the table was held means the session went down and up
+      // again during the run, and the time from Established would be meaningless (it came out negative once).
+      if (t0 > w.doneAt) throw new Error(`${kind}: the sender's session became Established ${r0(t0 - w.doneAt)} ms after the receiver held the table (it flapped during the run)`);
     } catch (e) {
       await rcv.stop();
       await feed.stop();
