@@ -14,6 +14,7 @@ import { IpcClient } from '../../src/ipc/client.ts';
 import { startTestDaemon, type TestDaemon } from '../ipc/fixture.ts';
 import { pluginBin } from './helpers.ts';
 import { missingTools } from '../kit/tools.ts';
+import { runChild } from '../kit/cli.ts';
 
 const PLUGINS = '/usr/lib/cni';
 const require_ = process.env.REQUIRE_PEERS === '1' || process.env.REQUIRE_PEERS === 'true';
@@ -36,21 +37,11 @@ interface Out {
  * removed: tap's process hook adds its loaders to every child, and a runtime would not have them.
  */
 function run(cmd: string, args: string[], opts: { env?: Record<string, string>; stdin?: string } = {}): Promise<Out> {
-  return new Promise((resolve, reject) => {
-    const env: Record<string, string> = {};
-    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('CNI_') && !/^_?TAP/i.test(k)) env[k] = v;
-    Object.assign(env, opts.env ?? {});
-    env.BLOCKSPEAKER_FROM_SOURCE = '1';
-    const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', cmd, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.stdin.on('error', () => undefined); // EPIPE when the command exits without reading stdin
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(opts.stdin ?? '');
-  });
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('CNI_') && !/^_?TAP/i.test(k)) env[k] = v;
+  Object.assign(env, opts.env ?? {});
+  env.BLOCKSPEAKER_FROM_SOURCE = '1';
+  return runChild('/usr/bin/env', ['-u', 'NODE_OPTIONS', cmd, ...args], { env, stdin: opts.stdin });
 }
 
 async function must(cmd: string, args: string[], opts: { env?: Record<string, string>; stdin?: string } = {}): Promise<string> {

@@ -1,6 +1,6 @@
 // Running blockspeaker-cni as a container runtime does: CNI_* environment, network configuration on stdin, and
 // reading the result or error object from stdout. Plus a checker of results against the spec's fields.
-import { spawn } from 'node:child_process';
+import { runChild } from '../kit/cli.ts';
 import { isIP } from 'node:net';
 
 export const pluginBin = new URL('../../bin/blockspeaker-cni', import.meta.url).pathname;
@@ -14,37 +14,29 @@ export interface CniRun {
 }
 
 /** Spawn the plugin (asynchronously: the test's own IPC server must keep answering meanwhile). */
-export function runPlugin(env: Record<string, string | undefined>, stdin: string | object, opts: { bin?: string; fromSource?: boolean } = {}): Promise<CniRun> {
-  return new Promise((resolve, reject) => {
-    const clean: Record<string, string> = {};
-    // A runtime's environment: none of the test runner's loaders (NODE_OPTIONS) or tap's variables.
-    for (const [k, v] of Object.entries(process.env)) {
-      if (v === undefined || k.startsWith('CNI_') || k === 'NODE_OPTIONS' || /^_?TAP/i.test(k)) continue;
-      clean[k] = v;
-    }
-    for (const [k, v] of Object.entries(env)) if (v !== undefined) clean[k] = v;
-    if (opts.fromSource ?? true) clean.BLOCKSPEAKER_FROM_SOURCE = '1';
-    // Through env(1): tap's process-info hook puts its loaders back into NODE_OPTIONS of every child it sees.
-    const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', opts.bin ?? pluginBin], { env: clean, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.stdin.on('error', () => undefined); // EPIPE when the command exits without reading stdin
-    child.on('close', (code) => {
-      let json: unknown;
-      if (stdout.trim()) {
-        try {
-          json = JSON.parse(stdout);
-        } catch {
-          json = undefined;
-        }
-      }
-      resolve({ code, stdout, stderr, json });
-    });
-    child.stdin.end(typeof stdin === 'string' ? stdin : JSON.stringify(stdin));
+export async function runPlugin(env: Record<string, string | undefined>, stdin: string | object, opts: { bin?: string; fromSource?: boolean } = {}): Promise<CniRun> {
+  const clean: Record<string, string> = {};
+  // A runtime's environment: none of the test runner's loaders (NODE_OPTIONS) or tap's variables.
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v === undefined || k.startsWith('CNI_') || k === 'NODE_OPTIONS' || /^_?TAP/i.test(k)) continue;
+    clean[k] = v;
+  }
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) clean[k] = v;
+  if (opts.fromSource ?? true) clean.BLOCKSPEAKER_FROM_SOURCE = '1';
+  // Through env(1): tap's process-info hook puts its loaders back into NODE_OPTIONS of every child it sees.
+  const r = await runChild('/usr/bin/env', ['-u', 'NODE_OPTIONS', opts.bin ?? pluginBin], {
+    env: clean,
+    stdin: typeof stdin === 'string' ? stdin : JSON.stringify(stdin),
   });
+  let json: unknown;
+  if (r.stdout.trim()) {
+    try {
+      json = JSON.parse(r.stdout);
+    } catch {
+      json = undefined;
+    }
+  }
+  return { ...r, json };
 }
 
 export function cniEnv(command: string, containerId: string, extra: Record<string, string | undefined> = {}): Record<string, string | undefined> {

@@ -10,8 +10,16 @@ export interface CliResult {
 }
 
 export function runCli(args: string[], stdin: string | Buffer = ''): Promise<CliResult> {
+  return runChild(process.execPath, [blockspeakerBin, ...args], { stdin });
+}
+
+/**
+ * Run any command as a child process with stdin, collecting its output. Asynchronous, so a daemon or IPC server in
+ * the test's own process keeps answering meanwhile.
+ */
+export function runChild(file: string, args: string[], opts: { env?: NodeJS.ProcessEnv; stdin?: string | Buffer } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [blockspeakerBin, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(file, args, { env: opts.env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -19,6 +27,6 @@ export function runCli(args: string[], stdin: string | Buffer = ''): Promise<Cli
     child.on('error', reject);
     child.stdin.on('error', () => undefined); // EPIPE when the command exits without reading stdin
     child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(stdin);
+    child.stdin.end(opts.stdin ?? '');
   });
 }
