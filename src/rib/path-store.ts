@@ -183,6 +183,7 @@ export abstract class PathStore {
     const t = this.tables[fi];
     const words = list.words;
     const lens = list.lens;
+    if (n > 1) t.touchList(words, lens, n);
     for (let i = 0; i < n; i++) {
       let eid = effId;
       if (eid !== NONE && accept !== undefined && !accept(list.prefix(i))) {

@@ -1,0 +1,129 @@
+// The RIB's per-family record table (src/rib/table.ts) as a full table loads and churns: every prefix stays
+// findable (against a Map as the oracle), the exact-match index stays at most half full without growing past what
+// the records need, and reading an UPDATE's index slots ahead (touchList) changes no answer.
+import t from 'tap';
+import fc from 'fast-check';
+import { Table } from '../../src/rib/table.ts';
+import { mulberry32 } from '../../src/rib/tablegen.ts';
+
+const NONE = -1;
+
+/** `n` distinct random IPv4 prefixes (masked to their length), as words and lengths. */
+function randomPrefixes(n: number, seed: number): { words: Uint32Array; lens: Uint8Array } {
+  const rnd = mulberry32(seed);
+  const seen = new Set<string>();
+  const words = new Uint32Array(n);
+  const lens = new Uint8Array(n);
+  for (let i = 0; i < n;) {
+    const len = 8 + Math.floor(rnd() * 25);
+    const w = (Math.floor(rnd() * 2 ** 32) & (len === 32 ? -1 : ~(-1 >>> len))) >>> 0;
+    const k = `${w}/${len}`;
+    if (seen.has(k)) continue;
+    seen.add(k);
+    words[i] = w;
+    lens[i++] = len;
+  }
+  return { words, lens };
+}
+
+t.test('a table loading 400,000 prefixes finds every one, its index at most half full and at most 16 slots a record', async (t) => {
+  const n = 400_000;
+  const { words, lens } = randomPrefixes(n, 7);
+  const table = new Table(4, undefined);
+  const ids = new Int32Array(n);
+  // In UPDATE-sized lists, read ahead as the ingest path does.
+  for (let i = 0; i < n; i += 3) {
+    const m = Math.min(3, n - i);
+    table.touchList(words.subarray(i), lens.subarray(i), m);
+    for (let j = i; j < i + m; j++) ids[j] = table.findOrAddWords(words[j], 0, 0, 0, lens[j]);
+  }
+  t.equal(table.live, n, 'one record per prefix');
+  let wrong = 0;
+  for (let i = 0; i < n; i++) if (table.findWords(words[i], 0, 0, 0, lens[i]) !== ids[i] || table.findOrAddWords(words[i], 0, 0, 0, lens[i]) !== ids[i]) wrong++;
+  t.equal(wrong, 0, 'every prefix found again, as the same record');
+  t.equal(table.live, n, 'finding again adds nothing');
+  t.ok(table.indexSlots >= 2 * n, `index at most half full (${table.indexSlots} slots)`);
+  t.ok(table.indexSlots <= 16 * n, `index no bigger than 16 slots a record (${table.indexSlots} slots)`);
+  const other = randomPrefixes(1000, 99);
+  let absent = 0;
+  const held = new Set<string>();
+  for (let i = 0; i < n; i++) held.add(`${words[i]}/${lens[i]}`);
+  for (let i = 0; i < 1000; i++) {
+    const found = table.findWords(other.words[i], 0, 0, 0, other.lens[i]);
+    if ((found === NONE) === !held.has(`${other.words[i]}/${other.lens[i]}`)) absent++;
+  }
+  t.equal(absent, 1000, 'prefixes never added are not found, added ones are');
+});
+
+t.test('churn at a steady size rebuilds the index at its size and agrees with a Map', async (t) => {
+  const rnd = mulberry32(3);
+  const pool = randomPrefixes(1_000_000, 11);
+  const table = new Table(4, undefined);
+  const oracle = new Map<string, number>(); // prefix -> record
+  const key = (i: number) => `${pool.words[i]}/${pool.lens[i]}`;
+  const liveIdx: number[] = [];
+  let next = 0;
+  const add = (i: number) => {
+    oracle.set(key(i), table.findOrAddWords(pool.words[i], 0, 0, 0, pool.lens[i]));
+    liveIdx.push(i);
+  };
+  while (next < 200_000) add(next++);
+  const loaded = table.indexSlots;
+  // 40 rounds of 20,000 out and 20,000 in: enough tombstones to fill the index to half and force rebuilds.
+  let rebuilt = 0;
+  let lastUsed = -1;
+  for (let round = 0; round < 40; round++) {
+    for (let k = 0; k < 20_000; k++) {
+      const at = Math.floor(rnd() * liveIdx.length);
+      const i = liveIdx[at];
+      liveIdx[at] = liveIdx[liveIdx.length - 1];
+      liveIdx.pop();
+      table.remove(oracle.get(key(i))!);
+      oracle.delete(key(i));
+    }
+    for (let k = 0; k < 20_000; k++) add(next++);
+    const used = (table as unknown as { used: number }).used;
+    if (used < lastUsed) rebuilt++;
+    lastUsed = used;
+  }
+  t.ok(rebuilt > 0, `the churn rebuilt the index (${rebuilt} times)`);
+  t.equal(table.live, oracle.size, 'live records as many as the oracle holds');
+  let wrong = 0;
+  for (const i of liveIdx) if (table.findWords(pool.words[i], 0, 0, 0, pool.lens[i]) !== oracle.get(key(i))) wrong++;
+  t.equal(wrong, 0, 'every held prefix found as its record');
+  let stale = 0;
+  for (let i = 0; i < next; i++) if (!oracle.has(key(i)) && table.findWords(pool.words[i], 0, 0, 0, pool.lens[i]) !== NONE) stale++;
+  t.equal(stale, 0, 'no removed prefix is found');
+  t.equal(table.indexSlots, loaded, 'rebuilt at the size it had: the records are as many as before');
+});
+
+t.test('reading the slots ahead changes no answer (IPv4 and IPv6)', async (t) => {
+  const arbPrefix = (family: 4 | 6) => fc.record({
+    w: fc.array(fc.nat({ max: 7 }), { minLength: 4, maxLength: 4 }), // few distinct values: repeats within a list
+    len: fc.integer({ min: 0, max: family === 4 ? 32 : 128 }),
+  });
+  for (const family of [4, 6] as const) {
+    fc.assert(fc.property(fc.array(fc.array(arbPrefix(family), { minLength: 1, maxLength: 6 }), { maxLength: 40 }), (lists) => {
+      const a = new Table(family, undefined);
+      const b = new Table(family, undefined);
+      const wpr = family === 4 ? 1 : 4;
+      for (const list of lists) {
+        const words = new Uint32Array(list.length * wpr);
+        const lens = new Uint8Array(list.length);
+        list.forEach((p, i) => {
+          for (let k = 0; k < wpr; k++) words[i * wpr + k] = p.w[k] * 0x1000000;
+          lens[i] = p.len;
+        });
+        a.touchList(words, lens, list.length);
+        for (let i = 0; i < list.length; i++) {
+          const o = i * wpr;
+          const ra = wpr === 1 ? a.findOrAddWords(words[i], 0, 0, 0, lens[i]) : a.findOrAddWords(words[o], words[o + 1], words[o + 2], words[o + 3], lens[i]);
+          const rb = wpr === 1 ? b.findOrAddWords(words[i], 0, 0, 0, lens[i]) : b.findOrAddWords(words[o], words[o + 1], words[o + 2], words[o + 3], lens[i]);
+          if (ra !== rb) return false;
+        }
+      }
+      return a.live === b.live;
+    }), { numRuns: 200 });
+    t.pass(`IPv${family}: the same records, with and without reading ahead`);
+  }
+});
