@@ -55,7 +55,7 @@ t.test('a table loading 400,000 prefixes finds every one, its index at most half
   t.equal(absent, 1000, 'prefixes never added are not found, added ones are');
 });
 
-t.test('churn at a steady size rebuilds the index at its size and agrees with a Map', async (t) => {
+t.test('churn at a steady size rebuilds the index without growing it again and again, and agrees with a Map', async (t) => {
   const rnd = mulberry32(3);
   const pool = randomPrefixes(1_000_000, 11);
   const table = new Table(4, undefined);
@@ -94,7 +94,8 @@ t.test('churn at a steady size rebuilds the index at its size and agrees with a 
   let stale = 0;
   for (let i = 0; i < next; i++) if (!oracle.has(key(i)) && table.findWords(pool.words[i], 0, 0, 0, pool.lens[i]) !== NONE) stale++;
   t.equal(stale, 0, 'no removed prefix is found');
-  t.equal(table.indexSlots, loaded, 'rebuilt at the size it had: the records are as many as before');
+  // A rebuild leaves the live records at most a quarter of the slots: the table loaded to 0.38 full grows once.
+  t.ok(table.indexSlots <= 2 * loaded, `tombstones make the index grow at most once (${loaded} -> ${table.indexSlots} slots)`);
 });
 
 t.test('reading the slots ahead changes no answer (IPv4 and IPv6)', async (t) => {
