@@ -190,9 +190,11 @@ export abstract class PathStore {
         eid = NONE;
         rejected++;
       }
+      // As int32 (| 0): a word of 128.0.0.0 or above read from the Uint32Array is not a small integer, and the first
+      // one made V8 deoptimise this loop and the hashing it inlines.
       const r = fi === 0
-        ? t.findOrAddWords(words[i], 0, 0, 0, lens[i])
-        : t.findOrAddWords(words[4 * i], words[4 * i + 1], words[4 * i + 2], words[4 * i + 3], lens[i]);
+        ? t.findOrAddWords(words[i] | 0, 0, 0, 0, lens[i])
+        : t.findOrAddWords(words[4 * i] | 0, words[4 * i + 1] | 0, words[4 * i + 2] | 0, words[4 * i + 3] | 0, lens[i]);
       this.put(s, st, fi, r, rawId, eid);
     }
     for (let i = 0; i < rejected; i++) I.releaseId(effId);

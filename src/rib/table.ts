@@ -95,7 +95,7 @@ export class Table {
   }
 
   find(p: Prefix): number {
-    return this.findWords(p.w0, p.w1, p.w2, p.w3, p.len);
+    return this.findWords(p.w0 | 0, p.w1 | 0, p.w2 | 0, p.w3 | 0, p.len);
   }
 
   findWords(w0: number, w1: number, w2: number, w3: number, len: number): number {
@@ -259,8 +259,8 @@ export class Table {
     const index = this.index;
     const mask = this.mask;
     let sink = 0;
-    if (this.wpr === 1) for (let i = 0; i < n; i++) sink ^= index[hash4(words[i], lens[i]) & mask];
-    else for (let i = 0; i < n; i++) sink ^= index[hash6(words[4 * i], words[4 * i + 1], words[4 * i + 2], words[4 * i + 3], lens[i]) & mask];
+    if (this.wpr === 1) for (let i = 0; i < n; i++) sink ^= index[hash4(words[i] | 0, lens[i]) & mask];
+    else for (let i = 0; i < n; i++) sink ^= index[hash6(words[4 * i] | 0, words[4 * i + 1] | 0, words[4 * i + 2] | 0, words[4 * i + 3] | 0, lens[i]) & mask];
     this.touched = sink; // kept, so the loads are not optimised away
   }
 
@@ -269,7 +269,7 @@ export class Table {
 
   /** The record for `p`, created (empty) if absent. */
   findOrAdd(p: Prefix): number {
-    return this.findOrAddWords(p.w0, p.w1, p.w2, p.w3, p.len);
+    return this.findOrAddWords(p.w0 | 0, p.w1 | 0, p.w2 | 0, p.w3 | 0, p.len);
   }
 
   findOrAddWords(w0: number, w1: number, w2: number, w3: number, len: number): number {

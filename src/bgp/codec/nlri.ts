@@ -32,13 +32,12 @@ export function readPrefixes4(buf: Uint8Array, pos: number, end: number, list: P
     const p = pos + 1;
     const nb = (len + 7) >> 3;
     if (p + nb > end) return false;
-    let w = 0;
-    switch (nb) {
-      case 4: w = (buf[p] << 24) | (buf[p + 1] << 16) | (buf[p + 2] << 8) | buf[p + 3]; break;
-      case 3: w = (buf[p] << 24) | (buf[p + 1] << 16) | (buf[p + 2] << 8); break;
-      case 2: w = (buf[p] << 24) | (buf[p + 1] << 16); break;
-      case 1: w = buf[p] << 24; break;
-    }
+    // Four octets whatever the length (those past it are the next prefix's, or nothing past `end`), the mask
+    // keeping the length's bits: every prefix runs the same four reads, where a switch on the octet count left the
+    // reads of /25-/32 and /1-/8 prefixes without feedback until one arrived, and its arrival made V8 throw away the
+    // optimised UPDATE decoder and compile it again.
+    const w = (p < end ? buf[p] << 24 : 0) | (p + 1 < end ? buf[p + 1] << 16 : 0) |
+      (p + 2 < end ? buf[p + 2] << 8 : 0) | (p + 3 < end ? buf[p + 3] : 0);
     words[n] = w & MASK[len << 2]; // the Uint32Array store makes it unsigned
     lens[n++] = len;
     pos = p + nb;
