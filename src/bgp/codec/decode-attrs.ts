@@ -137,8 +137,11 @@ export function decodeAttr(st: UpdateParse, flags: number, type: number, vs: num
     st.problem(type, action, `${ATTR_NAMES[type]} has flags 0x${flags.toString(16)}`, ErrorCode.UPDATE, UpdateSubcode.ATTRIBUTE_FLAGS, st.attrData());
     if (!isMp) return;
   }
+  // Number literals (each checked against its AttrType name by the compiler): V8 then switches by a jump table that
+  // needs no type feedback. With `case AttrType.X` every label was a property load, and the first UPDATE to reach
+  // a label past the ones seen so far (MP_REACH_NLRI, after the classic attributes) made V8 recompile this function.
   switch (type) {
-    case AttrType.ORIGIN: // RFC 7606 7.1
+    case 1 satisfies typeof AttrType.ORIGIN: // RFC 7606 7.1
       if (alen !== 1) return st.lengthError(type, action, `length ${alen}`);
       if (buf[vs] > 2) {
         return st.problem(type, 'withdraw', `undefined ORIGIN ${buf[vs]}`, ErrorCode.UPDATE, UpdateSubcode.INVALID_ORIGIN, st.attrData());
@@ -146,7 +149,7 @@ export function decodeAttr(st: UpdateParse, flags: number, type: number, vs: num
       st.init.origin = buf[vs] as Origin;
       st.hasOrigin = true;
       return;
-    case AttrType.AS_PATH: { // RFC 7606 7.2
+    case 2 satisfies typeof AttrType.AS_PATH: { // RFC 7606 7.2
       const four = opts.fourOctetAs !== false;
       const cache = four ? opts.scratch?.asPaths : undefined;
       if (cache !== undefined) {
@@ -171,25 +174,25 @@ export function decodeAttr(st: UpdateParse, flags: number, type: number, vs: num
       st.asPath = four ? normaliseAsPath(segs, true) : segs;
       return;
     }
-    case AttrType.NEXT_HOP: // RFC 7606 7.3
+    case 3 satisfies typeof AttrType.NEXT_HOP: // RFC 7606 7.3
       if (alen !== 4) return st.lengthError(type, action, `length ${alen}`);
       st.nextHop = ipv4Shared(buf, vs, opts.scratch);
       st.nextHopInvalid = badNextHop4(st.nextHop.w0);
       return;
-    case AttrType.MULTI_EXIT_DISC: // RFC 7606 7.4
+    case 4 satisfies typeof AttrType.MULTI_EXIT_DISC: // RFC 7606 7.4
       if (alen !== 4) return st.lengthError(type, action, `length ${alen}`);
       st.init.med = u32(buf, vs);
       return;
-    case AttrType.LOCAL_PREF: // RFC 7606 7.5
+    case 5 satisfies typeof AttrType.LOCAL_PREF: // RFC 7606 7.5
       if (opts.external) return st.problem(type, 'discard', `${ATTR_NAMES[type]} from an external peer`);
       if (alen !== 4) return st.lengthError(type, action, `length ${alen}`);
       st.init.localPref = u32(buf, vs);
       return;
-    case AttrType.ATOMIC_AGGREGATE: // RFC 7606 7.6
+    case 6 satisfies typeof AttrType.ATOMIC_AGGREGATE: // RFC 7606 7.6
       if (alen !== 0) return st.lengthError(type, action, `length ${alen}`);
       st.init.atomicAggregate = true;
       return;
-    case AttrType.AGGREGATOR: { // RFC 7606 7.7
+    case 7 satisfies typeof AttrType.AGGREGATOR: { // RFC 7606 7.7
       const four = opts.fourOctetAs !== false;
       if (alen !== (four ? 8 : 6)) return st.lengthError(type, action, `length ${alen} in a ${four ? '4' : '2'}-octet AS session`);
       const asn = four ? u32(buf, vs) : u16(buf, vs);
@@ -197,19 +200,19 @@ export function decodeAttr(st: UpdateParse, flags: number, type: number, vs: num
       st.aggregator = { asn, address: new IP(4, u32(buf, vs + (four ? 4 : 2))) };
       return;
     }
-    case AttrType.COMMUNITIES: { // RFC 7606 7.8
+    case 8 satisfies typeof AttrType.COMMUNITIES: { // RFC 7606 7.8
       if (alen === 0 || alen % 4 !== 0) return st.lengthError(type, action, `length ${alen} is not a non-zero multiple of 4`);
       const cs: number[] = alen === 4 && opts.scratch !== undefined ? opts.scratch.oneCommunity : new Array(alen / 4);
       for (let i = 0; i < cs.length; i++) cs[i] = u32(buf, vs + 4 * i);
       st.init.communities = cs;
       return;
     }
-    case AttrType.ORIGINATOR_ID: // RFC 7606 7.9
+    case 9 satisfies typeof AttrType.ORIGINATOR_ID: // RFC 7606 7.9
       if (opts.external) return st.problem(type, 'discard', `${ATTR_NAMES[type]} from an external peer`);
       if (alen !== 4) return st.lengthError(type, action, `length ${alen}`);
       st.init.originatorId = u32(buf, vs);
       return;
-    case AttrType.CLUSTER_LIST: { // RFC 7606 7.10
+    case 10 satisfies typeof AttrType.CLUSTER_LIST: { // RFC 7606 7.10
       if (opts.external) return st.problem(type, 'discard', `${ATTR_NAMES[type]} from an external peer`);
       if (alen === 0 || alen % 4 !== 0) return st.lengthError(type, action, `length ${alen} is not a non-zero multiple of 4`);
       const ids: number[] = new Array(alen / 4);
@@ -217,20 +220,20 @@ export function decodeAttr(st: UpdateParse, flags: number, type: number, vs: num
       st.init.clusterList = ids;
       return;
     }
-    case AttrType.MP_REACH_NLRI:
+    case 14 satisfies typeof AttrType.MP_REACH_NLRI:
       st.mpReach = decodeMpReach(st, vs, ve);
       return;
-    case AttrType.MP_UNREACH_NLRI:
+    case 15 satisfies typeof AttrType.MP_UNREACH_NLRI:
       st.mpUnreach = decodeMpUnreach(st, vs, ve);
       return;
-    case AttrType.EXTENDED_COMMUNITIES: { // RFC 7606 7.14
+    case 16 satisfies typeof AttrType.EXTENDED_COMMUNITIES: { // RFC 7606 7.14
       if (alen === 0 || alen % 8 !== 0) return st.lengthError(type, action, `length ${alen} is not a non-zero multiple of 8`);
       const xs: ExtCommunity[] = new Array(alen / 8);
       for (let i = 0; i < xs.length; i++) xs[i] = [u32(buf, vs + 8 * i), u32(buf, vs + 8 * i + 4)];
       st.init.extCommunities = xs;
       return;
     }
-    case AttrType.LARGE_COMMUNITY: { // RFC 8092 6
+    case 32 satisfies typeof AttrType.LARGE_COMMUNITY: { // RFC 8092 6
       if (alen === 0 || alen % 12 !== 0) return st.lengthError(type, action, `length ${alen} is not a non-zero multiple of 12`);
       const ls: LargeCommunity[] = new Array(alen / 12);
       for (let i = 0; i < ls.length; i++) {
@@ -240,7 +243,7 @@ export function decodeAttr(st: UpdateParse, flags: number, type: number, vs: num
       st.init.largeCommunities = ls;
       return;
     }
-    case AttrType.AS4_PATH: { // RFC 6793 6: malformed AS4_PATH is attribute discard
+    case 17 satisfies typeof AttrType.AS4_PATH: { // RFC 6793 6: malformed AS4_PATH is attribute discard
       if (opts.fourOctetAs !== false) return st.problem(type, 'discard', 'AS4_PATH from a 4-octet AS speaker'); // RFC 6793 4.1
       const segs: AsPathSegment[] = [];
       const err = parseAsPath(buf, vs, ve, 4, segs);
@@ -251,7 +254,7 @@ export function decodeAttr(st: UpdateParse, flags: number, type: number, vs: num
       st.as4Path = segs;
       return;
     }
-    case AttrType.AS4_AGGREGATOR: { // RFC 6793 6
+    case 18 satisfies typeof AttrType.AS4_AGGREGATOR: { // RFC 6793 6
       if (opts.fourOctetAs !== false) return st.problem(type, 'discard', 'AS4_AGGREGATOR from a 4-octet AS speaker');
       if (alen !== 8) return st.problem(type, 'discard', `AS4_AGGREGATOR length ${alen}`, ErrorCode.UPDATE, UpdateSubcode.OPTIONAL_ATTRIBUTE, st.attrData());
       const asn = u32(buf, vs);
