@@ -32,7 +32,7 @@ import { BGPERF_PEERS, bgperfPeers, runBgperf } from './lib/bgperf.ts';
 import { birdc, birdSessions, type Sender } from './lib/bird-sender.ts';
 import { summarizeProfile, type ProfileSummary } from './lib/cpuprofile.ts';
 import { fmtS, log, monoOffset, now, r0, r1 } from './lib/daemon-bench.ts';
-import { cpuMs, peakRssMB } from './lib/proc.ts';
+import { cpuMs, peakRssMB, threadCpuMs } from './lib/proc.ts';
 
 const { values } = parseArgs({
   options: {
@@ -55,6 +55,8 @@ interface BgperfResult {
   /** From the last session Established until all are held. */
   fromLastEstablishedMs: number;
   cpuMs: number;
+  /** Of cpuMs, the main thread's (the rest: V8's helper threads; BIRD has one thread). */
+  mainThreadCpuMs: number;
   peakRssMB: number;
   resolutionMs: number;
   polls: number;
@@ -76,10 +78,12 @@ async function bgperf(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Pr
         : await startGobgpReceiver(link, peers);
     const load1 = loadavg()[0];
     const cpu0 = cpuMs(rcv.pid);
+    const main0 = threadCpuMs(rcv.pid).main;
     const tEnable = now();
     await birdc(sender.ctl, ['enable', `"q${k}_*"`]);
     const w = await waitHeld(rcv, expected, tEnable, polling, () => birdc(sender.ctl, ['show', 'status']).then(() => {}));
     const cpu = cpuMs(rcv.pid) - cpu0;
+    const mainCpu = threadCpuMs(rcv.pid).main - main0;
     const hwm = peakRssMB(rcv.pid);
     if (rcv.heapSnapshot) {
       const snap = await rcv.heapSnapshot();
@@ -107,7 +111,7 @@ async function bgperf(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Pr
     const res: BgperfResult = {
       ms: r0(doneAt - tEnable), fromFirstEstablishedMs: r0(doneAt - first), establishSpreadMs: r0(last - first),
       fromLastEstablishedMs: r0(doneAt - last),
-      cpuMs: r0(cpu), peakRssMB: r1(hwm), resolutionMs: r0(exact !== null ? 0 : (w.doneAt - lower) / 2), polls: w.polls, load1: r1(load1),
+      cpuMs: r0(cpu), mainThreadCpuMs: r0(mainCpu), peakRssMB: r1(hwm), resolutionMs: r0(exact !== null ? 0 : (w.doneAt - lower) / 2), polls: w.polls, load1: r1(load1),
       ...(statusCost ? { statusCost } : {}),
     };
     if (kind === 'blockspeaker' && rcv.profile) {
@@ -116,7 +120,7 @@ async function bgperf(sender: Sender, links: Map<Kind, Link>, kinds: Kind[]): Pr
     }
     results.set(kind, res);
     log(`  ${kind.padEnd(12)} ${fmtS(res.ms).padStart(9)} from enable, ${fmtS(res.fromFirstEstablishedMs)} from first Established,` +
-      ` ${fmtS(res.fromLastEstablishedMs)} from last (sessions up over ${fmtS(res.establishSpreadMs)}; ${res.resolutionMs ? `±${res.resolutionMs} ms` : 'exact'})  CPU ${fmtS(cpu)}  peak RSS ${r0(hwm)} MB  [load ${r1(load1)}]`);
+      ` ${fmtS(res.fromLastEstablishedMs)} from last (sessions up over ${fmtS(res.establishSpreadMs)}; ${res.resolutionMs ? `±${res.resolutionMs} ms` : 'exact'})  CPU ${fmtS(cpu)}${cpu - mainCpu >= 10 ? ` (main thread ${fmtS(mainCpu)})` : ''}  peak RSS ${r0(hwm)} MB  [load ${r1(load1)}]`);
     if (res.profile) printProfile(res.profile);
   }
   return results;

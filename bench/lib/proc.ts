@@ -1,7 +1,7 @@
 // Per-process figures from /proc, for benches that measure daemons they did not write (BIRD, GoBGP) the same way
 // as ours: CPU time (utime + stime) and memory high-water mark (VmHWM).
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 let clkTck = 0;
 function ticksPerSecond(): number {
@@ -55,4 +55,27 @@ export function comm(pid: number): string | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * CPU time (user + system, ms) of the process's main thread and of all its other threads together. For a Node.js
+ * daemon the others are V8's helper threads (parallel and concurrent GC, background compiles) and libuv's pool;
+ * BIRD has only a main thread. Threads that ended before the call are not counted (none do in the daemons here).
+ */
+export function threadCpuMs(pid: number): { main: number; others: number } {
+  let main = 0;
+  let others = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    let f: string[];
+    try {
+      const s = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    } catch {
+      continue; // the thread ended meanwhile
+    }
+    const ms = ((Number(f[11]) + Number(f[12])) * 1000) / ticksPerSecond();
+    if (Number(tid) === pid) main = ms;
+    else others += ms;
+  }
+  return { main, others };
 }
