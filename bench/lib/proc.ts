@@ -15,16 +15,21 @@ function ticksPerSecond(): number {
   return clkTck;
 }
 
-/** Fields of /proc/PID/stat after the command name (index 0 = state, the stat(5) field 3). */
-function statFields(pid: number | 'self'): string[] {
-  const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
+/**
+ * Fields of /proc/PID/stat (or of a thread's, /proc/PID/task/TID/stat) after the command name (index 0 = state,
+ * the stat(5) field 3).
+ */
+function statFields(pid: number | 'self', tid?: string): string[] {
+  const s = readFileSync(tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`, 'utf8');
   return s.slice(s.lastIndexOf(')') + 2).split(' ');
 }
 
+/** utime + stime of stat fields, ms. */
+const cpuOf = (f: string[]): number => ((Number(f[11]) + Number(f[12])) * 1000) / ticksPerSecond();
+
 /** CPU time of the process itself (user + system), ms. */
 export function cpuMs(pid: number): number {
-  const f = statFields(pid);
-  return ((Number(f[11]) + Number(f[12])) * 1000) / ticksPerSecond();
+  return cpuOf(statFields(pid));
 }
 
 /** CPU time of this process's waited-for children (cutime + cstime), ms: what short-lived pollers cost. */
@@ -66,14 +71,12 @@ export function threadCpuMs(pid: number): { main: number; others: number } {
   let main = 0;
   let others = 0;
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    let f: string[];
+    let ms: number;
     try {
-      const s = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+      ms = cpuOf(statFields(pid, tid));
     } catch {
       continue; // the thread ended meanwhile
     }
-    const ms = ((Number(f[11]) + Number(f[12])) * 1000) / ticksPerSecond();
     if (Number(tid) === pid) main = ms;
     else others += ms;
   }

@@ -12,9 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IpcClient } from '../../src/ipc/client.ts';
 import { startTestDaemon, type TestDaemon } from '../ipc/fixture.ts';
-import { pluginBin } from './helpers.ts';
+import { pluginBin, runAsRuntime } from './helpers.ts';
 import { missingTools } from '../kit/tools.ts';
-import { runChild } from '../kit/cli.ts';
 
 const PLUGINS = '/usr/lib/cni';
 const require_ = process.env.REQUIRE_PEERS === '1' || process.env.REQUIRE_PEERS === 'true';
@@ -32,16 +31,9 @@ interface Out {
   stderr: string;
 }
 
-/**
- * Run a command asynchronously (the daemon lives in this process and must keep answering), with NODE_OPTIONS
- * removed: tap's process hook adds its loaders to every child, and a runtime would not have them.
- */
+/** Run a command as the container runtime would (see runAsRuntime): the daemon in this process keeps answering. */
 function run(cmd: string, args: string[], opts: { env?: Record<string, string>; stdin?: string } = {}): Promise<Out> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('CNI_') && !/^_?TAP/i.test(k)) env[k] = v;
-  Object.assign(env, opts.env ?? {});
-  env.BLOCKSPEAKER_FROM_SOURCE = '1';
-  return runChild('/usr/bin/env', ['-u', 'NODE_OPTIONS', cmd, ...args], { env, stdin: opts.stdin });
+  return runAsRuntime(cmd, args, opts.env ?? {}, opts.stdin ?? '');
 }
 
 async function must(cmd: string, args: string[], opts: { env?: Record<string, string>; stdin?: string } = {}): Promise<string> {

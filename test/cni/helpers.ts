@@ -13,8 +13,11 @@ export interface CniRun {
   json: any;
 }
 
-/** Spawn the plugin (asynchronously: the test's own IPC server must keep answering meanwhile). */
-export async function runPlugin(env: Record<string, string | undefined>, stdin: string | object, opts: { bin?: string; fromSource?: boolean } = {}): Promise<CniRun> {
+/**
+ * Run `cmd` as a container runtime runs a CNI plugin: asynchronously (the test's own IPC server must keep answering
+ * meanwhile), with the test's environment minus CNI_*, tap's variables and NODE_OPTIONS, plus `env`.
+ */
+export function runAsRuntime(cmd: string, args: string[], env: Record<string, string | undefined>, stdin: string, fromSource = true) {
   const clean: Record<string, string> = {};
   // A runtime's environment: none of the test runner's loaders (NODE_OPTIONS) or tap's variables.
   for (const [k, v] of Object.entries(process.env)) {
@@ -22,12 +25,14 @@ export async function runPlugin(env: Record<string, string | undefined>, stdin: 
     clean[k] = v;
   }
   for (const [k, v] of Object.entries(env)) if (v !== undefined) clean[k] = v;
-  if (opts.fromSource ?? true) clean.BLOCKSPEAKER_FROM_SOURCE = '1';
+  if (fromSource) clean.BLOCKSPEAKER_FROM_SOURCE = '1';
   // Through env(1): tap's process-info hook puts its loaders back into NODE_OPTIONS of every child it sees.
-  const r = await runChild('/usr/bin/env', ['-u', 'NODE_OPTIONS', opts.bin ?? pluginBin], {
-    env: clean,
-    stdin: typeof stdin === 'string' ? stdin : JSON.stringify(stdin),
-  });
+  return runChild('/usr/bin/env', ['-u', 'NODE_OPTIONS', cmd, ...args], { env: clean, stdin });
+}
+
+/** Spawn the plugin with the network configuration on stdin, its output parsed. */
+export async function runPlugin(env: Record<string, string | undefined>, stdin: string | object, opts: { bin?: string; fromSource?: boolean } = {}): Promise<CniRun> {
+  const r = await runAsRuntime(opts.bin ?? pluginBin, [], env, typeof stdin === 'string' ? stdin : JSON.stringify(stdin), opts.fromSource ?? true);
   let json: unknown;
   if (r.stdout.trim()) {
     try {
