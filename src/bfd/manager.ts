@@ -119,9 +119,12 @@ export class BfdManager extends EventEmitter<{ down: [address: string, reason: s
   }
 
   status(address: string): BfdPeerStatus | null {
-    let key: string;
-    try { key = canon(address); } catch { return null; }
-    const e = this.entries.get(key);
+    // Asked for every peer on every status read: a config's address is already canonical, so parse only on a miss.
+    if (this.entries.size === 0) return null;
+    let e = this.entries.get(address);
+    if (!e) {
+      try { e = this.entries.get(canon(address)); } catch { return null; }
+    }
     if (!e) return null;
     return {
       ...e.session.status(), localPort: e.port, downs: e.downs, lastDown: e.lastDown, packetsIn: e.packetsIn,

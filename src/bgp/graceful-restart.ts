@@ -35,7 +35,7 @@ export class GracefulRestart {
       }, gr.restartTime * 1000);
     } else {
       this.log.info(`peer ${p.cfg.address}: down (${info.reason})`);
-      if (this.rib.sourceNames().includes(p.source)) this.rib.dropSource(p.source);
+      if (this.rib.hasSource(p.source)) this.rib.dropSource(p.source);
       this.end(p);
     }
   }
@@ -69,7 +69,7 @@ export class GracefulRestart {
   }
 
   private sweep(p: PeerState): void {
-    if (this.rib.sourceNames().includes(p.source)) {
+    if (this.rib.hasSource(p.source)) {
       const n = this.rib.sweepStale(p.source);
       if (n > 0) this.log.info(`peer ${p.cfg.address}: ${n} stale routes removed`);
     }

@@ -147,7 +147,7 @@ export function peerStatus(p: PeerState, rib: Rib, now: () => number, bfd: BfdSo
   const n = s?.negotiated ?? null;
   const connected = s && (s.state === 'OpenConfirm' || s.state === 'Established');
   const onWire = s && (connected || s.state === 'OpenSent');
-  const counts = rib.sourceNames().includes(p.source) ? rib.counts(p.source) : null;
+  const counts = rib.hasSource(p.source) ? rib.counts(p.source) : null;
   const c = s?.counters;
   return {
     address: p.cfg.address,

@@ -33,6 +33,11 @@ import {
 export interface SpeakerEvents {
   /** A peer changed state (or its status changed notably: session up/down, error). */
   peer: [status: PeerStatus];
+  /**
+   * The same moments as 'peer', with only the address and state: for a listener that needs no more, as building
+   * the whole status for every transition of a hundred peers coming up was a hot function of its own.
+   */
+  state: [address: string, state: SessionStateName];
 }
 
 // ---- the speaker ------------------------------------------------------------------------------------------------
@@ -227,7 +232,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
         this.log.info(`peer ${p.cfg.address}: removed from the configuration`);
         this.stopPeer(p, CeaseSubcode.PEER_DECONFIGURED);
         this.peerMap.delete(key);
-        if (this.rib.sourceNames().includes(p.source)) this.rib.removeSource(p.source);
+        if (this.rib.hasSource(p.source)) this.rib.removeSource(p.source);
         this.rib.clearAdjRibOut(p.source);
         this.scheduleFlush();
         continue;
@@ -254,7 +259,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
       for (const s of new Set([p.session, p.incoming])) if (s) s.fsm.cfg = { ...s.fsm.cfg, sendHoldTime: n.sendHoldTime };
       if (importChanged) {
         p.importFilter = compilePrefixList(n.importRules);
-        if (this.rib.sourceNames().includes(p.source)) {
+        if (this.rib.hasSource(p.source)) {
           this.rib.setImportPolicy(p.source, this.importer.policy(p));
           // The Adj-RIB-In holds what the peer sent before policy, so the new policy applies at once; the
           // ROUTE-REFRESH also resynchronises with a peer whose table we may have missed parts of.
@@ -352,6 +357,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   }
 
   private emitStatus(p: PeerState): void {
+    this.emit('state', p.cfg.address, (p.established ?? p.session)?.state ?? 'Idle');
     if (this.listenerCount('peer') === 0) return;
     this.emit('peer', peerStatus(p, this.rib, this.now, this.bfd));
   }

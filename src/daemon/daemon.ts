@@ -8,7 +8,6 @@
 import type { Logger as Pino } from 'pino';
 import { Speaker } from '../bgp/speaker.ts';
 import type { Logger } from '../bgp/speaker-config.ts';
-import type { PeerStatus } from '../bgp/peer.ts';
 import { mergeCalico } from './calico-merge.ts';
 import { formatListen, loadConfig, type Config, type ListenAddress } from '../config/config.ts';
 import type { FakeHns } from '../hns/fake.ts';
@@ -278,10 +277,10 @@ export class Daemon {
   private newSpeaker(bgp: NonNullable<Config['bgp']>, restarted: boolean): Speaker {
     const clusterId = this.cfg.node.bgp?.routeReflectorClusterID;
     const s = new Speaker(clusterId ? { ...bgp, clusterId } : bgp, { logger: speakerLogger(this.log.child({ component: 'bgp' })), restarted, bfd: this.bfd });
-    s.on('peer', (p: PeerStatus) => {
-      if (this.peerStates.get(p.address) === p.state) return;
-      this.peerStates.set(p.address, p.state);
-      if (p.state === 'Established') releaseOptimizer(); // UPDATEs to decode: the optimiser's work (tiering.ts)
+    s.on('state', (address, state) => {
+      if (this.peerStates.get(address) === state) return;
+      this.peerStates.set(address, state);
+      if (state === 'Established') releaseOptimizer(); // UPDATEs to decode: the optimiser's work (tiering.ts)
       // Not logged here: the session logs each transition (debug), 'session established' (info), and the speaker
       // 'down (reason)' (info); a line per state here too doubled the log (100 peers: 500 info lines to bring up).
     });

@@ -97,7 +97,12 @@ export class AdjRibOut {
 
   /** The attribute id held for record `r`, NONE when none. */
   idAt(fi: number, r: number): number {
-    const s = this.segs[fi][r >>> SEG_SHIFT];
+    // Bounds first: a read past the end is undefined all the same, but optimised code that meets one is thrown
+    // away (V8's "out of bounds" deopt), and a peer's first export meets one for every record it never held.
+    const segs = this.segs[fi];
+    const k = r >>> SEG_SHIFT;
+    if (k >= segs.length) return NONE;
+    const s = segs[k];
     return s === undefined ? NONE : s[r & SEG_MASK] - 1;
   }
 
@@ -116,7 +121,7 @@ export class AdjRibOut {
   /** set() by record; returns SAME, ANNOUNCE or WITHDRAW. */
   setAt(fi: number, r: number, attrs: PathAttrs | null): number {
     const segs = this.segs[fi];
-    let s = segs[r >>> SEG_SHIFT];
+    let s = r >>> SEG_SHIFT < segs.length ? segs[r >>> SEG_SHIFT] : undefined; // in bounds: see idAt
     const old = s === undefined ? NONE : s[r & SEG_MASK] - 1;
     const interner = this.host.interner;
     if (attrs === null) {

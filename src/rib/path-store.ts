@@ -103,6 +103,11 @@ export abstract class PathStore {
     else this.freeSources.push(s);
   }
 
+  /** Whether `name` is a registered source (a map lookup: the status view asks for every peer). */
+  hasSource(name: string): boolean {
+    return this.sourceIdx.has(name);
+  }
+
   /** Names of the registered sources. */
   sourceNames(): string[] {
     return [...this.sourceIdx.keys()];

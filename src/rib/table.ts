@@ -323,13 +323,16 @@ export class Table {
   }
 
   pins(r: number): number {
-    const s = this.pinSegs[r >>> SEG_SHIFT];
+    // Bounds first: optimised code that reads past an array's end is thrown away (V8's "out of bounds" deopt).
+    const k = r >>> SEG_SHIFT;
+    const s = k < this.pinSegs.length ? this.pinSegs[k] : undefined;
     return s === undefined ? 0 : s[r & SEG_MASK];
   }
 
   /** Add `d` (+1 or -1) to the record's holders; returns the new count. */
   pin(r: number, d: number): number {
-    let s = this.pinSegs[r >>> SEG_SHIFT];
+    const k = r >>> SEG_SHIFT;
+    let s = k < this.pinSegs.length ? this.pinSegs[k] : undefined;
     if (s === undefined) {
       while (this.pinSegs.length <= r >>> SEG_SHIFT) this.pinSegs.push(undefined);
       s = this.pinSegs[r >>> SEG_SHIFT] = new Int32Array(SEG);

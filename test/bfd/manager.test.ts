@@ -37,6 +37,10 @@ t.test('two managers come Up, and a crashed side is a failure', async (t) => {
   t.ok(st.localPort! >= 49152 && st.localPort! <= 65535, `source port ${st.localPort} in 49152-65535`);
   await until(() => !a.status('127.0.0.1')!.pollInProgress, 'poll done');
   t.match(a.status('127.0.0.1'), { txInterval: 100, detectionTime: 300, remoteDetectMult: 3 });
+  t.equal(a.status('::ffff:127.0.0.1')?.localPort, st.localPort, 'an IPv4-mapped form of the address finds the same session');
+  t.equal(a.status('127.0.0.9'), null, 'no session for another address');
+  t.equal(a.status('not an address'), null, 'nor for text that is no address');
+  t.equal(new BfdManager({ port: 0 }).status('127.0.0.1'), null, 'a manager with no sessions has none');
   const downs: string[] = [];
   a.onDown((addr, why) => downs.push(`${addr} ${why}`));
   const base = a.status('127.0.0.1')!.downs; // a loaded machine may have flapped already

@@ -53,6 +53,8 @@ t.test('two eBGP speakers: session, routes both ways (IPv4 and IPv6), withdrawal
   a.announce('fd00:1::/64');
   const events: string[] = [];
   a.on('peer', (st) => events.push(st.state));
+  const states: string[] = [];
+  a.on('state', (address, state) => states.push(`${address} ${state}`));
   await Promise.all([a.start(), b.start()]);
   await waitFor(() => up(a) && up(b) && best(b, 'fd00:1::/64') && best(a, '10.2.0.0/24'), 'routes exchanged');
   t.same(plain(b, '10.1.0.0/24'), { from: '127.0.0.1', asPath: [65001], nextHop: '127.0.0.1', localPref: undefined, med: 7, stale: false },
@@ -61,6 +63,7 @@ t.test('two eBGP speakers: session, routes both ways (IPv4 and IPv6), withdrawal
     'IPv6 over an IPv4 session: MP_REACH with the IPv4-mapped next hop');
   t.same(plain(a, '10.2.0.0/24')?.asPath, [65002]);
   t.ok(events.includes('Established'), 'peer events');
+  t.same(states, events.map((e) => `127.0.0.2 ${e}`), "'state' events: the same moments, with the address and state alone");
 
   const st = a.peers()[0];
   t.match(st, {

@@ -377,12 +377,16 @@ t.test('property: RIB matches a brute-force oracle; the feed replays to the best
 
 t.test('source registry', async (t) => {
   const { rib } = newRib();
+  t.notOk(rib.hasSource('p1'));
   rib.addSource('p1', ebgp(1));
+  t.ok(rib.hasSource('p1'), 'hasSource after addSource');
+  t.notOk(rib.hasSource('p2'));
   rib.update('p1', P('10.0.0.0/8'), A({}));
   t.throws(() => rib.addSource('p1', ebgp(5)), /has routes/);
   rib.addSource('p1', ebgp(1), {}); // same info: fine
   rib.removeSource('p1');
   t.same(rib.sourceNames(), []);
+  t.notOk(rib.hasSource('p1'), 'and not after removeSource');
   t.equal(rib.prefixCount, 0);
   rib.addSource('p2', ebgp(2));
   t.same(rib.peerInfo('p2'), ebgp(2));

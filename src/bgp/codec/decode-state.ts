@@ -40,7 +40,9 @@ export const W4 = 0, N4 = 1, R4 = 2, R6 = 3, U4 = 4, U6 = 5;
 
 /** Reusable buffers for decoding many UPDATEs with few allocations. */
 export class DecodeScratch {
-  private readonly lists: (PrefixList | undefined)[] = [];
+  // Every slot present from the start: a read past the end of the array would throw optimised code away (V8's
+  // "out of bounds" deopt) the first time an UPDATE needs a slot not used before, such as MP_REACH's IPv6 list.
+  private readonly lists: (PrefixList | undefined)[] = [undefined, undefined, undefined, undefined, undefined, undefined];
   /** Attribute types seen, stamped with `serial` (the current UPDATE's number). */
   readonly seen = new Uint32Array(256);
   serial = 0;
