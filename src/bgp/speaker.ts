@@ -351,6 +351,13 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     return [...this.peerMap.values()].map((p) => peerStatus(p, this.rib, this.now, this.bfd));
   }
 
+  /** How many peers are configured and how many of them are Established (peers() builds every status). */
+  peerCounts(): { configured: number; established: number } {
+    let established = 0;
+    for (const p of this.peerMap.values()) if ((p.established ?? p.session)?.state === 'Established') established++;
+    return { configured: this.peerMap.size, established };
+  }
+
   /** The address and port the listener is bound to, or null when not listening. */
   listening(): { address: string; port: number } | null {
     return this.listener.address();

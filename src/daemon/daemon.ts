@@ -140,6 +140,7 @@ export class Daemon {
       node: () => this.cfg.node,
       bgp: () => (this.cfg.bgp ? { asn: this.cfg.bgp.asn, routerId: this.cfg.bgp.routerId } : null),
       peers: () => this.speaker?.peers() ?? [],
+      peerCounts: () => this.speaker?.peerCounts() ?? { configured: 0, established: 0 },
       rib: () => this.speaker?.rib ?? null,
       services: () => this.cfg.bgp?.serviceIPs ?? null,
       control: () => (this.ipc ? { endpoint: this.ipc.endpoint, access: this.ipc.access } : null),

@@ -55,8 +55,10 @@ t.test('two eBGP speakers: session, routes both ways (IPv4 and IPv6), withdrawal
   a.on('peer', (st) => events.push(st.state));
   const states: string[] = [];
   a.on('state', (address, state) => states.push(`${address} ${state}`));
+  t.same(a.peerCounts(), { configured: 1, established: 0 }, 'peerCounts before start');
   await Promise.all([a.start(), b.start()]);
   await waitFor(() => up(a) && up(b) && best(b, 'fd00:1::/64') && best(a, '10.2.0.0/24'), 'routes exchanged');
+  t.same(a.peerCounts(), { configured: 1, established: 1 }, 'and once Established, as peers() says');
   t.same(plain(b, '10.1.0.0/24'), { from: '127.0.0.1', asPath: [65001], nextHop: '127.0.0.1', localPref: undefined, med: 7, stale: false },
     'eBGP: our AS prepended, next hop self, no LOCAL_PREF, our own MED kept');
   t.same(plain(b, 'fd00:1::/64'), { from: '127.0.0.1', asPath: [65001], nextHop: '::ffff:7f00:1', localPref: undefined, med: undefined, stale: false },

@@ -48,6 +48,19 @@ t.test('endpoints', async (t) => {
   });
   now += 3000;
   t.equal((await get('/status')).body.uptime, 45, 'uptime from the injected clock');
+
+  // A source that counts its peers itself: /status asks it rather than building every peer's status.
+  let built = 0;
+  const counted = new StatusServer({
+    version: '9.9.9', startedAt: now, node: () => ({ name: 'node-y', os: 'linux' }), bgp: () => null, rib: () => null,
+    peers: () => { built++; return []; },
+    peerCounts: () => ({ configured: 7, established: 5 }),
+  });
+  t.teardown(() => counted.close());
+  const { port: port2 } = await counted.listen('127.0.0.1', 0);
+  const st2 = await (await fetch(`http://127.0.0.1:${port2}/status`)).json();
+  t.same(st2.peers, { configured: 7, established: 5 }, '/status takes the counts from peerCounts');
+  t.equal(built, 0, 'and builds no peer status for them');
   t.match(await get('/healthz'), { status: 200, body: 'ok\n', type: /^text\/plain/ });
   t.same((await get('/peers')).body.map((p: PeerStatus) => p.address), ['10.0.0.2', 'fd00::3']);
   t.match((await get('/peers/FD00:0::3')).body, { address: 'fd00::3', state: 'Active' }, 'address in any spelling');
