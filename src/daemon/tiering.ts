@@ -13,6 +13,11 @@
 // Sparkplug (the baseline compiler) is held with it: start-up would otherwise compile baseline code for the
 // loader's warm functions too (~0.4 MB of the idle daemon; BENCHMARKS.md "Footprint").
 //
+// The optimiser also waits twice as long as V8's default before it compiles a function (INTERRUPT_BUDGET). A
+// hundred peers coming up is a short burst of work, a few hundred ms of the main thread, and about a third of its
+// CPU went to TurboFan's background compiles of functions that had run only briefly: with the longer wait, 10% less
+// CPU there, and a full table (a few seconds of the same functions) shows no difference (BENCHMARKS.md).
+//
 // v8.setFlagsFromString after start is not a documented contract; V8 reads these flags at each tiering decision,
 // which is what makes the switch work (test/daemon/tiering.test.ts checks both directions in a child process).
 // Nothing depends on it working: if a Node.js ignores the flags, or refuses them (the call throws), the daemon runs
@@ -23,6 +28,10 @@ import v8 from 'node:v8';
 
 // Flags by which the user chose the compilers: then neither switch is ours to flip.
 const USER_CHOICE = /^--(no-)?(opt|turbofan|jitless|max-opt|always-turbofan|always-opt|sparkplug|always-sparkplug)\b/;
+
+/** V8's profiler budget while the daemon runs: twice Node.js 20's (V8 11.3) default of 67,584. */
+export const INTERRUPT_BUDGET = 135_168;
+const USER_BUDGET = /^--interrupt-budget=/;
 
 /** Control-socket requests after which the hold ends without a BGP session (about 100 pods' ADD and DEL). */
 export const RELEASE_AFTER_REQUESTS = 200;
@@ -35,9 +44,19 @@ let requestsLeft = RELEASE_AFTER_REQUESTS;
 let timer: NodeJS.Timeout | undefined;
 let setFlags: (flags: string) => void = (f) => v8.setFlagsFromString(f);
 
+/** Whether a node flag matching `re` is on the command line or in NODE_OPTIONS (V8 takes _ for -). */
+function userSet(re: RegExp, execArgv: readonly string[], nodeOptions: string): boolean {
+  return [...execArgv, ...nodeOptions.split(/\s+/)].some((a) => re.test(a.replaceAll('_', '-')));
+}
+
 /** True when the user set the optimiser's flags on the command line or in NODE_OPTIONS. */
 export function userChoseTiering(execArgv: readonly string[] = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ''): boolean {
-  return [...execArgv, ...nodeOptions.split(/\s+/)].some((a) => USER_CHOICE.test(a.replaceAll('_', '-')));
+  return userSet(USER_CHOICE, execArgv, nodeOptions);
+}
+
+/** True when the user gave V8's --interrupt-budget: then INTERRUPT_BUDGET is not set over it. */
+export function userChoseBudget(execArgv: readonly string[] = process.execArgv, nodeOptions = process.env.NODE_OPTIONS ?? ''): boolean {
+  return userSet(USER_BUDGET, execArgv, nodeOptions);
 }
 
 export interface HoldOptions {
@@ -65,6 +84,14 @@ export function holdOptimizer(opts: HoldOptions = {}): boolean {
     setFlags('--no-sparkplug');
   } catch {
     /* the optimiser alone is held */
+  }
+  // With the hold, before the functions start-up warms are given their budgets; a user's own budget stays.
+  if (!userChoseBudget()) {
+    try {
+      setFlags(`--interrupt-budget=${INTERRUPT_BUDGET}`);
+    } catch {
+      /* V8's own default, then */
+    }
   }
   held = true;
   requestsLeft = opts.releaseAfterRequests ?? RELEASE_AFTER_REQUESTS;

@@ -3,9 +3,10 @@
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { holdOptimizer, isHeld, noteRequest, release, userChoseTiering } from '../../src/daemon/tiering.ts';
+import { INTERRUPT_BUDGET, holdOptimizer, isHeld, noteRequest, release, userChoseBudget, userChoseTiering } from '../../src/daemon/tiering.ts';
 
 const OPTIMIZED = 1 << 4; // V8's OptimizationStatus::kOptimized
+const BUDGET = `--interrupt-budget=${INTERRUPT_BUDGET}`;
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 function child(extra: string[], fixture = 'tiering-child.ts', env: Record<string, string> = {}): Record<string, any> {
@@ -73,7 +74,7 @@ t.test('V8 taking the optimiser flag but refusing the baseline one: the optimise
   t.equal(held, true);
   release();
   t.equal(isHeld(), false);
-  t.same(calls, ['--no-turbofan', '--no-sparkplug', '--turbofan', '--sparkplug']);
+  t.same(calls, ['--no-turbofan', '--no-sparkplug', BUDGET, '--turbofan', '--sparkplug'], 'held with the longer profiler budget, released without touching it');
 });
 
 t.test('the hold counts down its requests, and each hold starts the count afresh', async (t) => {
@@ -86,10 +87,18 @@ t.test('the hold counts down its requests, and each hold starts the count afresh
   noteRequest();
   t.equal(isHeld(), false, 'the 3rd request released it');
   noteRequest(); // not held: counts nothing, releases nothing
-  t.same(calls, ['--no-turbofan', '--no-sparkplug', '--turbofan', '--sparkplug']);
+  t.same(calls, ['--no-turbofan', '--no-sparkplug', BUDGET, '--turbofan', '--sparkplug'], 'held with the longer profiler budget, released without touching it');
   t.equal(holdOptimizer({ releaseAfterRequests: 2, releaseAfterMs: 3_600_000, setFlags }), true);
   noteRequest();
   t.equal(isHeld(), true, 'the earlier requests do not count toward the new hold');
   noteRequest();
   t.equal(isHeld(), false);
+});
+
+t.test('the profiler budget: longer than V8\'s default, and a user\'s own is kept', async (t) => {
+  t.ok(INTERRUPT_BUDGET > 67_584, "longer than V8 11.3's default");
+  t.equal(userChoseBudget([], ''), false);
+  t.equal(userChoseBudget(['--interrupt-budget=1000'], ''), true);
+  t.equal(userChoseBudget([], '--max-semi-space-size=1 --interrupt_budget=5000'), true, 'in NODE_OPTIONS, with underscores');
+  t.equal(userChoseBudget(['--interrupt-budget-for-feedback-allocation=100'], ''), false, 'another flag with the same start');
 });
