@@ -15,8 +15,8 @@
 //
 // The optimiser also waits twice as long as V8's default before it compiles a function (INTERRUPT_BUDGET). A
 // hundred peers coming up is a short burst of work, a few hundred ms of the main thread, and about a third of its
-// CPU went to TurboFan's background compiles of functions that had run only briefly: with the longer wait, 10% less
-// CPU there, and a full table (a few seconds of the same functions) shows no difference (BENCHMARKS.md).
+// CPU went to TurboFan's background compiles of functions that had run only briefly: with the longer wait, 13 of 96
+// compiles and 4-10% of the CPU less there, and a full table (seconds of the same functions) shows no difference.
 //
 // v8.setFlagsFromString after start is not a documented contract; V8 reads these flags at each tiering decision,
 // which is what makes the switch work (test/daemon/tiering.test.ts checks both directions in a child process).
