@@ -141,6 +141,11 @@ export class PeerState {
 
 // ---- status view ------------------------------------------------------------------------------------------------
 
+/** A peer's state: its current session's (the established one, else the one trying), Idle with none. */
+export function peerState(p: PeerState): SessionStateName {
+  return (p.established ?? p.session)?.state ?? 'Idle';
+}
+
 /** The status view of a peer: its current session (the established one, else the one trying), counts from the RIB. */
 export function peerStatus(p: PeerState, rib: Rib, now: () => number, bfd: BfdSource | null): PeerStatus {
   const s = p.established ?? p.session;
@@ -154,7 +159,7 @@ export function peerStatus(p: PeerState, rib: Rib, now: () => number, bfd: BfdSo
     port: p.cfg.port,
     asn: p.cfg.asn,
     type: p.cfg.asn === p.cfg.localAs ? 'ibgp' : 'ebgp',
-    state: s?.state ?? 'Idle',
+    state: peerState(p),
     since: s ? s.stateSince : now(),
     lastError: p.refused ?? s?.lastError ?? silentDrop(p, s) ?? null,
     uptime: s?.establishedAt != null ? Math.floor((now() - s.establishedAt) / 1000) : 0,

@@ -19,7 +19,7 @@ import type { DownInfo } from './fsm.ts';
 import { clearGrTimer, endRestarting, GracefulRestart } from './graceful-restart.ts';
 import { collision, Listener } from './listener.ts';
 import { onlyKeyChanged } from './md5-rekey.ts';
-import { peerStatus, PeerState, type PeerStatus, type SessionStateName } from './peer.ts';
+import { peerState, peerStatus, PeerState, type PeerStatus, type SessionStateName } from './peer.ts';
 import { computeNextHops, Exporter } from './peer-export.ts';
 import { Importer } from './peer-import.ts';
 import { PeerSockets, wantsSocketOptions } from './peer-security.ts';
@@ -354,7 +354,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   /** How many peers are configured and how many of them are Established (peers() builds every status). */
   peerCounts(): { configured: number; established: number } {
     let established = 0;
-    for (const p of this.peerMap.values()) if ((p.established ?? p.session)?.state === 'Established') established++;
+    for (const p of this.peerMap.values()) if (peerState(p) === 'Established') established++;
     return { configured: this.peerMap.size, established };
   }
 
@@ -364,7 +364,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
   }
 
   private emitStatus(p: PeerState): void {
-    this.emit('state', p.cfg.address, (p.established ?? p.session)?.state ?? 'Idle');
+    this.emit('state', p.cfg.address, peerState(p));
     if (this.listenerCount('peer') === 0) return;
     this.emit('peer', peerStatus(p, this.rib, this.now, this.bfd));
   }

@@ -121,7 +121,8 @@ export class AdjRibOut {
   /** set() by record; returns SAME, ANNOUNCE or WITHDRAW. */
   setAt(fi: number, r: number, attrs: PathAttrs | null): number {
     const segs = this.segs[fi];
-    let s = r >>> SEG_SHIFT < segs.length ? segs[r >>> SEG_SHIFT] : undefined; // in bounds: see idAt
+    const k = r >>> SEG_SHIFT;
+    let s = k < segs.length ? segs[k] : undefined; // in bounds: see idAt
     const old = s === undefined ? NONE : s[r & SEG_MASK] - 1;
     const interner = this.host.interner;
     if (attrs === null) {
@@ -148,12 +149,12 @@ export class AdjRibOut {
       return SAME;
     }
     if (s === undefined) {
-      while (segs.length <= r >>> SEG_SHIFT) segs.push(undefined);
-      s = segs[r >>> SEG_SHIFT] = id < NARROW_MAX ? new Uint16Array(SEG) : new Int32Array(SEG);
+      while (segs.length <= k) segs.push(undefined);
+      s = segs[k] = id < NARROW_MAX ? new Uint16Array(SEG) : new Int32Array(SEG);
     } else if (id >= NARROW_MAX && s.BYTES_PER_ELEMENT === 2) {
       const wide = new Int32Array(SEG);
       wide.set(s);
-      s = segs[r >>> SEG_SHIFT] = wide;
+      s = segs[k] = wide;
     }
     s[r & SEG_MASK] = id + 1;
     this.setId = id;

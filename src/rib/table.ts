@@ -334,8 +334,8 @@ export class Table {
     const k = r >>> SEG_SHIFT;
     let s = k < this.pinSegs.length ? this.pinSegs[k] : undefined;
     if (s === undefined) {
-      while (this.pinSegs.length <= r >>> SEG_SHIFT) this.pinSegs.push(undefined);
-      s = this.pinSegs[r >>> SEG_SHIFT] = new Int32Array(SEG);
+      while (this.pinSegs.length <= k) this.pinSegs.push(undefined);
+      s = this.pinSegs[k] = new Int32Array(SEG);
     }
     return (s[r & SEG_MASK] += d);
   }

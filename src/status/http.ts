@@ -50,15 +50,16 @@ export class HttpError extends Error {
   }
 }
 
+/** /status's peer counts from the peers' statuses, for a source without peerCounts. */
+function countPeers(peers: readonly PeerStatus[]): { configured: number; established: number } {
+  return { configured: peers.length, established: peers.filter((p) => p.state === 'Established').length };
+}
+
 /**
  * The node flags this process runs with and the V8 heap limit they give, so an operator (and the Windows test under
  * wine, where the executable takes its flags from NODE_OPTIONS) can see the launcher's flags took effect: the
  * limit counts the young generation (three semi-spaces), so --max-semi-space-size shows in it.
  */
-function countPeers(peers: readonly PeerStatus[]): { configured: number; established: number } {
-  return { configured: peers.length, established: peers.filter((p) => p.state === 'Established').length };
-}
-
 function runtime() {
   return {
     execArgv: process.execArgv,
