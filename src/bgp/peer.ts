@@ -141,6 +141,28 @@ export class PeerState {
 
 // ---- status view ------------------------------------------------------------------------------------------------
 
+/** What a Speaker emits. */
+export interface SpeakerEvents {
+  /** A peer changed state (or its status changed notably: session up/down, error). */
+  peer: [status: PeerStatus];
+  /**
+   * The same moments as 'peer', with only the address and state: for a listener that needs no more, as building
+   * the whole status for every transition of a hundred peers coming up was a hot function of its own.
+   */
+  state: [address: string, state: SessionStateName];
+}
+
+/** How many of `peers` there are, and how many are Established. */
+export function countPeers(peers: Iterable<PeerState>): { configured: number; established: number } {
+  let configured = 0;
+  let established = 0;
+  for (const p of peers) {
+    configured++;
+    if (peerState(p) === 'Established') established++;
+  }
+  return { configured, established };
+}
+
 /** A peer's state: its current session's (the established one, else the one trying), Idle with none. */
 export function peerState(p: PeerState): SessionStateName {
   return (p.established ?? p.session)?.state ?? 'Idle';

@@ -19,7 +19,7 @@ import type { DownInfo } from './fsm.ts';
 import { clearGrTimer, endRestarting, GracefulRestart } from './graceful-restart.ts';
 import { collision, Listener } from './listener.ts';
 import { onlyKeyChanged } from './md5-rekey.ts';
-import { peerState, peerStatus, PeerState, type PeerStatus, type SessionStateName } from './peer.ts';
+import { countPeers, peerState, peerStatus, PeerState, type PeerStatus, type SessionStateName, type SpeakerEvents } from './peer.ts';
 import { computeNextHops, Exporter } from './peer-export.ts';
 import { Importer } from './peer-import.ts';
 import { PeerSockets, wantsSocketOptions } from './peer-security.ts';
@@ -29,16 +29,6 @@ import {
   normalisePeer, normContext, peerSourceName, sameListen, sameSession,
   type Logger, type NormPeer, type SpeakerConfig, type SpeakerOptions, type SpeakerPeerConfig, type StopOptions,
 } from './speaker-config.ts';
-
-export interface SpeakerEvents {
-  /** A peer changed state (or its status changed notably: session up/down, error). */
-  peer: [status: PeerStatus];
-  /**
-   * The same moments as 'peer', with only the address and state: for a listener that needs no more, as building
-   * the whole status for every transition of a hundred peers coming up was a hot function of its own.
-   */
-  state: [address: string, state: SessionStateName];
-}
 
 // ---- the speaker ------------------------------------------------------------------------------------------------
 
@@ -353,9 +343,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
 
   /** How many peers are configured and how many of them are Established (peers() builds every status). */
   peerCounts(): { configured: number; established: number } {
-    let established = 0;
-    for (const p of this.peerMap.values()) if (peerState(p) === 'Established') established++;
-    return { configured: this.peerMap.size, established };
+    return countPeers(this.peerMap.values());
   }
 
   /** The address and port the listener is bound to, or null when not listening. */
