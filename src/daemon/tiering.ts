@@ -13,10 +13,10 @@
 // Sparkplug (the baseline compiler) is held with it: start-up would otherwise compile baseline code for the
 // loader's warm functions too (~0.4 MB of the idle daemon; BENCHMARKS.md "Footprint").
 //
-// The optimiser also waits twice as long as V8's default before it compiles a function (INTERRUPT_BUDGET). A
-// hundred peers coming up is a short burst of work, a few hundred ms of the main thread, and about a third of its
-// CPU went to TurboFan's background compiles of functions that had run only briefly: with the longer wait, 13 of 96
-// compiles and 4-10% of the CPU less there, and a full table (seconds of the same functions) shows no difference.
+// On Node.js 20 the optimiser also waits twice as long as V8's default before it compiles a function
+// (INTERRUPT_BUDGET). A hundred peers coming up is a short burst of work, a few hundred ms of the main thread, and
+// about a third of its CPU went to TurboFan's background compiles of functions that had run only briefly: with the
+// longer wait, 13 of 96 compiles and 4-10% of the CPU less there, and a full table shows no difference.
 //
 // v8.setFlagsFromString after start is not a documented contract; V8 reads these flags at each tiering decision,
 // which is what makes the switch work (test/daemon/tiering.test.ts checks both directions in a child process).
@@ -32,6 +32,11 @@ const USER_CHOICE = /^--(no-)?(opt|turbofan|jitless|max-opt|always-turbofan|alwa
 /** V8's profiler budget while the daemon runs: twice Node.js 20's (V8 11.3) default of 67,584. */
 export const INTERRUPT_BUDGET = 135_168;
 const USER_BUDGET = /^--interrupt-budget=/;
+/**
+ * The V8 the budget was measured on. Others name and scale it differently: Node.js 22's V8 12.4 (the Windows
+ * executables) has no --interrupt-budget, and prints "unrecognized flag" to stderr instead of throwing.
+ */
+export const BUDGET_V8 = /^11\.3\./;
 
 /** Control-socket requests after which the hold ends without a BGP session (about 100 pods' ADD and DEL). */
 export const RELEASE_AFTER_REQUESTS = 200;
@@ -66,6 +71,8 @@ export interface HoldOptions {
   releaseAfterRequests?: number;
   /** For tests: what sets a V8 flag (default v8.setFlagsFromString). */
   setFlags?: (flags: string) => void;
+  /** For tests: the V8 version (default process.versions.v8). */
+  v8Version?: string;
 }
 
 /**
@@ -86,7 +93,7 @@ export function holdOptimizer(opts: HoldOptions = {}): boolean {
     /* the optimiser alone is held */
   }
   // With the hold, before the functions start-up warms are given their budgets; a user's own budget stays.
-  if (!userChoseBudget()) {
+  if (BUDGET_V8.test(opts.v8Version ?? process.versions.v8) && !userChoseBudget()) {
     try {
       setFlags(`--interrupt-budget=${INTERRUPT_BUDGET}`);
     } catch {

@@ -3,7 +3,7 @@
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { INTERRUPT_BUDGET, holdOptimizer, isHeld, noteRequest, release, userChoseBudget, userChoseTiering } from '../../src/daemon/tiering.ts';
+import { BUDGET_V8, INTERRUPT_BUDGET, holdOptimizer, isHeld, noteRequest, release, userChoseBudget, userChoseTiering } from '../../src/daemon/tiering.ts';
 
 const OPTIMIZED = 1 << 4; // V8's OptimizationStatus::kOptimized
 const BUDGET = `--interrupt-budget=${INTERRUPT_BUDGET}`;
@@ -93,6 +93,14 @@ t.test('the hold counts down its requests, and each hold starts the count afresh
   t.equal(isHeld(), true, 'the earlier requests do not count toward the new hold');
   noteRequest();
   t.equal(isHeld(), false);
+});
+
+t.test('the profiler budget only on the V8 it was measured on', async (t) => {
+  const calls: string[] = [];
+  t.equal(holdOptimizer({ setFlags: (f) => { calls.push(f); }, releaseAfterMs: 3_600_000, v8Version: '12.4.254.21-node.33' }), true);
+  release();
+  t.same(calls, ['--no-turbofan', '--no-sparkplug', '--turbofan', '--sparkplug'], "Node.js 22's V8 has no --interrupt-budget: not set");
+  t.ok(BUDGET_V8.test('11.3.244.8-node.33'), "Node.js 20's V8 is the one");
 });
 
 t.test('the profiler budget: longer than V8\'s default, and a user\'s own is kept', async (t) => {
