@@ -1,0 +1,212 @@
+// bench/bgp-core: the daemon's receive path for a full table, in one process and without sockets: the framer, the
+// UPDATE decoder with the sessions' shared scratch, the import side of the speaker and the RIB with its change
+// feed flushed after every read, as `blockspeaker run` does them. What bench:bgp-ingest measures end to end (with
+// BIRD beside it), this measures with far less noise, so that a change to the hot path can be judged in a few
+// minutes: `--rounds` fresh RIBs in one process, the median of their CPU times.
+//
+//   npm run bench:bgp-core -- [--table FILE] [--order replay|bird] [--rounds N] [--chunk BYTES] [--seed N]
+//                             [--cpu-prof FILE]   (a V8 CPU profile of the rounds alone, not the table's setup)
+//                             [--stream FILE]   (the encoded stream: read from FILE when it is there, else written to it;
+//                                                for A/B runs, which then skip the encoding)
+//
+// Orders:
+//   replay  bench:bgp-ingest's replay stream: runs of 1-5 consecutive prefixes (3 on average) per UPDATE, every run
+//           with its own attribute set (an AS_PATH from a pool of 5,000 and a community of its own);
+//   bird    the same routes as BIRD sends them: one prefix per UPDATE, in an order unrelated to the prefixes (BIRD
+//           walks its hash table), so consecutive UPDATEs rarely share their attributes.
+// The table: --table, else ../shared/data/tier1-table-2023.txt.gz when present, else the synthetic generator.
+// Prints one line per round, then a JSON line: the medians (ms of CPU and wall time per round, the heap after the
+// last round) and the counts the RIB ends with, which are checked against the table.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { DecodeScratch, decodeMessageAt, encodeUpdates, Framer, type DecodeOptions } from '../src/bgp/codec/index.ts';
+import { Importer } from '../src/bgp/peer-import.ts';
+import type { PeerState } from '../src/bgp/peer.ts';
+import type { SpeakerConfig } from '../src/bgp/speaker-config.ts';
+import { parseIP, type Prefix } from '../src/net/ip.ts';
+import { AttrInterner, asSequence, makeAttrs } from '../src/rib/attrs.ts';
+import type { PrefixList } from '../src/rib/prefixlist.ts';
+import { Rib } from '../src/rib/rib.ts';
+import { REAL_TABLE_COUNTS, generateTable, mulberry32 } from '../src/rib/tablegen.ts';
+import { readPrefixFile } from '../src/rib/tableio.ts';
+
+const { values } = parseArgs({
+  options: {
+    table: { type: 'string' },
+    order: { type: 'string', default: 'replay' },
+    rounds: { type: 'string', default: '5' },
+    chunk: { type: 'string', default: '65536' },
+    seed: { type: 'string', default: '1' },
+    'cpu-prof': { type: 'string' },
+    stream: { type: 'string' },
+  },
+});
+if (values.order !== 'replay' && values.order !== 'bird') throw new Error('--order must be replay or bird');
+const rounds = Number(values.rounds);
+const chunkBytes = Number(values.chunk);
+if (!(rounds >= 1)) throw new Error('--rounds must be a positive number');
+if (!(chunkBytes >= 4096)) throw new Error('--chunk must be at least 4096 bytes');
+
+const SENDER_AS = 65001;
+const RECEIVER_AS = 65000;
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const defaultTable = resolve(repoRoot, '../shared/data/tier1-table-2023.txt.gz');
+const tablePath = values.table ?? (existsSync(defaultTable) ? defaultTable : undefined);
+let v4: PrefixList;
+let v6: PrefixList;
+if (tablePath) {
+  const t = await readPrefixFile(tablePath);
+  if (t.errorCount > 0) throw new Error(`${tablePath}: ${t.errorCount} bad lines, first: line ${t.errors[0].line}: ${t.errors[0].message}`);
+  ({ v4, v6 } = t);
+} else {
+  ({ v4, v6 } = generateTable({ seed: Number(values.seed), v4: REAL_TABLE_COUNTS.v4, v6: REAL_TABLE_COUNTS.v6 }));
+}
+
+// ---- the stream (as bench:bgp-ingest plans its table) --------------------------------------------------------
+
+const rnd = mulberry32(Number(values.seed));
+const randomAsn = (): number => {
+  const r = 1 + Math.floor(rnd() * 330_000);
+  const a = r <= 60_000 ? r : r + 71_072;
+  return a === 23456 ? 23457 : a;
+};
+const pathPool = Array.from({ length: 5000 }, () => Array.from({ length: 1 + Math.floor(rnd() * 4) }, randomAsn));
+const nh4 = parseIP('192.0.2.1');
+const nh6 = parseIP('2001:db8::1');
+
+/** One UPDATE's worth: its prefixes and its attribute set's number. */
+interface Run { prefixes: Prefix[]; path: number; group: number; v6: boolean }
+
+/** The table as encoded UPDATEs; a function, so that its million Prefix objects are garbage before the rounds. */
+function encodeTable(): { stream: Buffer; updates: number } {
+  const runs: Run[] = [];
+  let group = 0;
+  for (const [list, isV6] of [[v4, false], [v6, true]] as const) {
+    for (let i = 0; i < list.count;) {
+      const len = Math.min(1 + Math.floor(rnd() * 5), list.count - i);
+      const path = Math.floor(rnd() * pathPool.length);
+      group++;
+      const prefixes: Prefix[] = [];
+      for (let k = i; k < i + len; k++) prefixes.push(list.prefix(k));
+      runs.push({ prefixes, path, group, v6: isV6 });
+      i += len;
+    }
+  }
+  let updates: Run[] = runs;
+  if (values.order === 'bird') {
+    // One prefix per UPDATE, shuffled (Fisher-Yates with the seeded generator).
+    updates = runs.flatMap((r) => r.prefixes.map((p) => ({ ...r, prefixes: [p] })));
+    for (let i = updates.length - 1; i > 0; i--) {
+      const j = Math.floor(rnd() * (i + 1));
+      [updates[i], updates[j]] = [updates[j], updates[i]];
+    }
+  }
+  const parts: Uint8Array[] = [];
+  for (const u of updates) {
+    const attrs = makeAttrs({
+      origin: 0, asPath: [asSequence(SENDER_AS, ...pathPool[u.path])], nextHop: u.v6 ? nh6 : nh4,
+      communities: [(1 + (u.group >>> 16)) * 65536 + (u.group & 0xffff)],
+    });
+    for (const b of encodeUpdates(attrs, u.prefixes, { fourOctetAs: true })) parts.push(b);
+  }
+  return { stream: Buffer.concat(parts), updates: parts.length };
+}
+const cached = values.stream !== undefined && existsSync(values.stream);
+const { stream, updates } = cached ? { stream: readFileSync(values.stream!), updates: countUpdates(readFileSync(values.stream!)) } : encodeTable();
+if (values.stream !== undefined && !cached) writeFileSync(values.stream, stream);
+
+/** UPDATE messages in a stream of whole messages (the 16-octet marker, then the length). */
+function countUpdates(b: Buffer): number {
+  let n = 0;
+  for (let off = 0; off < b.length; off += b.readUInt16BE(off + 16)) if (b[off + 18] === 2) n++;
+  return n;
+}
+const prefixCount = v4.count + v6.count;
+// Socket-sized reads, each a buffer of its own (the sessions' scratch borrows from them, as from socket chunks).
+const chunks: Buffer[] = [];
+for (let off = 0; off < stream.length; off += chunkBytes) chunks.push(Buffer.from(stream.subarray(off, off + chunkBytes)));
+console.log(`table ${tablePath ?? 'synthetic'}: ${v4.count} + ${v6.count} prefixes, order ${values.order}: ` +
+  `${updates} UPDATEs, ${(stream.length / 2 ** 20).toFixed(1)} MB in ${chunks.length} reads`);
+
+// ---- one round: a fresh RIB takes the stream -----------------------------------------------------------------
+
+const cfg = { asn: RECEIVER_AS, clusterId: undefined } as unknown as SpeakerConfig;
+const peer = {
+  source: 'peer 10.0.0.2', cfg: { allowAsIn: 0, localAs: RECEIVER_AS }, importFilter: null, importRoutePolicy: null, maxPrefix: null,
+} as unknown as PeerState;
+const families = ['ipv4', 'ipv6'] as const;
+
+function round(): { cpuMs: number; wallMs: number; prefixes: number; best: number } {
+  // An interner of its own: the process-wide one would keep every earlier round's attribute sets.
+  const rib = new Rib({ schedule: () => {}, interner: new AttrInterner() });
+  rib.addSource(peer.source, { type: 'ebgp', routerId: 0x0a000002, address: parseIP('10.0.0.2'), asn: SENDER_AS });
+  let changes = 0;
+  rib.subscribe((batch) => {
+    changes += batch.length;
+  });
+  const importer = new Importer(rib, 0x0a000001, cfg);
+  const scratch = new DecodeScratch();
+  scratch.borrowInput = true;
+  const opts: DecodeOptions = { scratch, fourOctetAs: true, extendedMessage: false, external: true };
+  const framer = new Framer();
+  const onFrame = (buf: Uint8Array, off: number, len: number): void => {
+    const r = decodeMessageAt(buf, off, len, opts);
+    if (r.action === 'notification') throw new Error(`decode: ${r.reason}`);
+    if (r.message.type === 'update') importer.update(peer, families, r.message, r.action);
+  };
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  for (const c of chunks) {
+    const err = framer.pushAt(c, onFrame);
+    if (err) throw new Error(`framer: ${err.reason}`);
+    rib.flush();
+  }
+  const wallMs = performance.now() - t0;
+  const c = process.cpuUsage(c0);
+  if (changes !== prefixCount) throw new Error(`the change feed delivered ${changes} changes for ${prefixCount} prefixes`);
+  return { cpuMs: (c.user + c.system) / 1000, wallMs, prefixes: rib.prefixCount, best: rib.size };
+}
+
+function post(s: Session, method: string): Promise<unknown> {
+  return new Promise((res, rej) => s.post(method, (err, r) => (err ? rej(err) : res(r))));
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const profiler = values['cpu-prof'] ? new Session() : null;
+if (profiler) {
+  profiler.connect();
+  await post(profiler, 'Profiler.enable');
+  await post(profiler, 'Profiler.start');
+}
+const cpu: number[] = [];
+const wall: number[] = [];
+let last = { prefixes: 0, best: 0 };
+for (let i = 0; i < rounds; i++) {
+  // Each round from a collected heap (node --expose-gc, as npm run bench:bgp-core starts it): the last round's RIB
+  // is garbage and should not be marked on this round's time.
+  (globalThis as { gc?: () => void }).gc?.();
+  const r = round();
+  if (r.prefixes !== prefixCount || r.best !== prefixCount) {
+    throw new Error(`round ${i + 1}: the RIB holds ${r.prefixes} prefixes (${r.best} with a best path) of ${prefixCount}`);
+  }
+  cpu.push(r.cpuMs);
+  wall.push(r.wallMs);
+  last = r;
+  console.log(`round ${i + 1}: ${r.cpuMs.toFixed(0)} ms CPU, ${r.wallMs.toFixed(0)} ms wall`);
+}
+if (profiler) {
+  const { profile } = await post(profiler, 'Profiler.stop') as { profile: unknown };
+  writeFileSync(values['cpu-prof']!, JSON.stringify(profile));
+  console.log(`CPU profile of the rounds: ${values['cpu-prof']}`);
+}
+const heapMB = process.memoryUsage().heapUsed / 2 ** 20;
+console.log(JSON.stringify({
+  bench: 'bgp-core', order: values.order, rounds, updates, prefixes: last.prefixes, best: last.best,
+  cpuMs: Math.round(median(cpu)), wallMs: Math.round(median(wall)), heapMB: Math.round(heapMB),
+}));
