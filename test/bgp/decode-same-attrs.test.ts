@@ -7,7 +7,7 @@ import fc from 'fast-check';
 import { type PathAttrs } from '../../src/rib/attrs.ts';
 import type { PrefixList } from '../../src/rib/prefixlist.ts';
 import { DecodeScratch, decodeMessage, encodeUpdate, type DecodeOptions, type DecodeResult, type UpdateMessage } from '../../src/bgp/codec/index.ts';
-import { prefix4, updateInput } from './codec-helpers.ts';
+import { AS_PATH, NEXT_HOP, NLRI, ORIGIN, prefix4, update, updateInput } from './codec-helpers.ts';
 
 const list = (l: PrefixList | undefined) => (l ? Array.from({ length: l.count }, (_, i) => l.format(i)) : null);
 const attrsJson = (a: PathAttrs | null) => JSON.stringify(a, (_k, v: unknown) => (v instanceof Uint8Array ? [...v] : v));
@@ -84,4 +84,33 @@ t.test('the last record is reused only for the same bytes under the same options
   const bm = (b as { message: UpdateMessage }).message;
   t.equal(bm.attrs, am.attrs, 'same bytes, same options: the same record');
   t.not((c as { message: UpdateMessage }).message.attrs, am.attrs, 'another session kind: decoded afresh');
+});
+
+t.test("a clean UPDATE comes back in the scratch's message; one with problems in a message of its own", async (t) => {
+  const scratch = new DecodeScratch();
+  const opts = { fourOctetAs: true, scratch };
+  const clean = update({ attrs: [ORIGIN, AS_PATH, NEXT_HOP], nlri: NLRI });
+  const a = decodeMessage(clean, opts);
+  t.equal(a, scratch.ok, 'the result is the scratch one');
+  t.equal(a.action === 'ok' && a.message, scratch.update, 'and so is the message');
+  t.same(list((a as { message: UpdateMessage }).message.nlri), ['192.168.1.0/24', '10.1.0.0/16']);
+  // A second clean UPDATE refills the same objects: the contract is "consume before the next decode".
+  const b = decodeMessage(update({ attrs: [ORIGIN, AS_PATH, NEXT_HOP], nlri: '18 c0a802' }), opts);
+  t.equal(b, a, 'refilled, not made afresh');
+  t.same(list(scratch.update.nlri), ['192.168.2.0/24']);
+  // A withdrawal-only UPDATE: no attributes.
+  const w = decodeMessage(update({ withdrawn: '18 c0a801' }), opts);
+  t.equal(w, scratch.ok);
+  t.equal(scratch.update.attrs, null);
+  t.same(list(scratch.update.withdrawn), ['192.168.1.0/24']);
+  // RFC 7606 problems (a missing NEXT_HOP: treat-as-withdraw) keep a result of their own, which the next decode
+  // does not touch.
+  const bad = decodeMessage(update({ attrs: [ORIGIN, AS_PATH], nlri: NLRI }), opts);
+  t.equal(bad.action, 'treat-as-withdraw');
+  t.not(bad, scratch.ok);
+  const badMessage = (bad as { message: UpdateMessage }).message;
+  t.not(badMessage, scratch.update);
+  decodeMessage(clean, opts);
+  t.equal(badMessage.attrs, null, 'the earlier result is unchanged by the next decode');
+  t.equal(scratch.update.attrs?.nextHop?.toString(), '10.0.0.1');
 });

@@ -5,7 +5,7 @@ import { type Family, type IP } from '../../net/ip.ts';
 import type { AsPath, AsPathFacts, AsPathSegment, AttrsInit, ExtCommunity, LargeCommunity, Origin, PathAttrs, RawAttr } from '../../rib/attrs.ts';
 import { PrefixList } from '../../rib/prefixlist.ts';
 import { ErrorCode, UpdateSubcode, CodecError, notificationError } from './errors.ts';
-import { ATTR_NAMES, type MpReach, type MpUnreach, type SessionCodecOptions } from './messages.ts';
+import { ATTR_NAMES, type MpReach, type MpUnreach, type SessionCodecOptions, type UpdateMessage } from './messages.ts';
 import { AsPathCache } from './aspaths.ts';
 import { EMPTY, copy } from './wire.ts';
 
@@ -67,6 +67,12 @@ export class DecodeScratch {
   borrowInput = false;
   /** The decoding state, reused UPDATE after UPDATE (see UpdateParse). */
   parse: UpdateParse | null = null;
+  /**
+   * The message and result of a clean UPDATE, refilled by every decode with this scratch (like the prefix lists:
+   * consume them first). One object each per UPDATE was a third of a full table's allocation.
+   */
+  readonly update = new ScratchUpdate();
+  readonly ok = { action: 'ok' as const, message: this.update };
   /** A lone COMMUNITIES value: records keep it as a number, never this array (AttrRecord.comm). */
   readonly oneCommunity: number[] = [0];
   lastLen = -1;
@@ -116,6 +122,29 @@ export class DecodeScratch {
     return l;
   }
 }
+
+/** An UpdateMessage the scratch refills (DecodeScratch.update); every field present from the start. */
+export class ScratchUpdate implements UpdateMessage {
+  readonly type = 'update' as const;
+  withdrawn: PrefixList = EMPTY_LIST;
+  attrs: PathAttrs | null = null;
+  nlri: PrefixList = EMPTY_LIST;
+  mpReach: MpReach | null = null;
+  mpUnreach: MpUnreach | null = null;
+  wireAttrs = 0;
+
+  fill(withdrawn: PrefixList, attrs: PathAttrs | null, nlri: PrefixList, mpReach: MpReach | null, mpUnreach: MpUnreach | null, wireAttrs: number): this {
+    this.withdrawn = withdrawn;
+    this.attrs = attrs;
+    this.nlri = nlri;
+    this.mpReach = mpReach;
+    this.mpUnreach = mpUnreach;
+    this.wireAttrs = wireAttrs;
+    return this;
+  }
+}
+
+const EMPTY_LIST = new PrefixList(4, 1);
 
 export function newList(opts: DecodeOptions, slot: number, family: Family, n: number): PrefixList {
   return opts.scratch ? opts.scratch.list(slot, family, n) : new PrefixList(family, Math.max(1, n));

@@ -162,7 +162,8 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
   if (scratch !== undefined && nlri.count > 0) {
     const same = scratch.sameAttrs(buf, as, ae, opts);
     if (same !== null) {
-      return { action: 'ok', message: { type: 'update', withdrawn, attrs: same, nlri, mpReach: null, mpUnreach: null, wireAttrs: scratch.lastWireAttrs } };
+      scratch.update.fill(withdrawn, same, nlri, null, null, scratch.lastWireAttrs);
+      return scratch.ok;
     }
   }
   const st = scratch !== undefined ? (scratch.parse ??= new UpdateParse(buf, opts)).reset(buf, opts) : new UpdateParse(buf, opts);
@@ -263,13 +264,18 @@ function decodeUpdate(buf: Uint8Array, start: number, end: number, opts: DecodeO
     }
     attrs = adoptAttrs(init, st.asPathFacts);
   }
+  if (scratch !== undefined && !st.withdraw && st.problems === null) {
+    // The usual case, in the scratch's message (see DecodeScratch.update). Remembered only with classic NLRI alone:
+    // MP attributes carry prefixes of their own, and without NLRI the NEXT_HOP checks were skipped.
+    if (attrs !== null && nlri.count > 0 && st.mpReach === null && st.mpUnreach === null) {
+      scratch.remember(buf, as, ae, opts, attrs, st.otherAttrs);
+    }
+    scratch.update.fill(withdrawn, attrs, nlri, st.mpReach, st.mpUnreach, st.otherAttrs);
+    return scratch.ok;
+  }
   const message: UpdateMessage = { type: 'update', withdrawn, attrs, nlri, mpReach: st.mpReach, mpUnreach: st.mpUnreach, wireAttrs: st.otherAttrs };
   if (st.withdraw) return { action: 'treat-as-withdraw', message, problems: st.problems ?? [] };
   if (st.problems !== null) return { action: 'attribute-discard', message, problems: st.problems };
-  // Only classic NLRI: MP attributes carry prefixes of their own, and without NLRI the NEXT_HOP checks were skipped.
-  if (scratch !== undefined && attrs !== null && nlri.count > 0 && st.mpReach === null && st.mpUnreach === null) {
-    scratch.remember(buf, as, ae, opts, attrs, st.otherAttrs);
-  }
   return { action: 'ok', message };
 }
 
