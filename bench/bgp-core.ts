@@ -19,8 +19,6 @@
 // last round) and the counts the RIB ends with, which are checked against the table.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
-import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DecodeScratch, decodeMessageAt, encodeUpdates, Framer, type DecodeOptions } from '../src/bgp/codec/index.ts';
 import { Importer } from '../src/bgp/peer-import.ts';
@@ -28,10 +26,9 @@ import type { PeerState } from '../src/bgp/peer.ts';
 import type { SpeakerConfig } from '../src/bgp/speaker-config.ts';
 import { parseIP, type Prefix } from '../src/net/ip.ts';
 import { AttrInterner, asSequence, makeAttrs } from '../src/rib/attrs.ts';
-import type { PrefixList } from '../src/rib/prefixlist.ts';
 import { Rib } from '../src/rib/rib.ts';
-import { REAL_TABLE_COUNTS, generateTable, mulberry32 } from '../src/rib/tablegen.ts';
-import { readPrefixFile } from '../src/rib/tableio.ts';
+import { mulberry32 } from '../src/rib/tablegen.ts';
+import { loadFullTable } from './lib/full-table.ts';
 
 const { values } = parseArgs({
   options: {
@@ -52,18 +49,7 @@ if (!(chunkBytes >= 4096)) throw new Error('--chunk must be at least 4096 bytes'
 
 const SENDER_AS = 65001;
 const RECEIVER_AS = 65000;
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const defaultTable = resolve(repoRoot, '../shared/data/tier1-table-2023.txt.gz');
-const tablePath = values.table ?? (existsSync(defaultTable) ? defaultTable : undefined);
-let v4: PrefixList;
-let v6: PrefixList;
-if (tablePath) {
-  const t = await readPrefixFile(tablePath);
-  if (t.errorCount > 0) throw new Error(`${tablePath}: ${t.errorCount} bad lines, first: line ${t.errors[0].line}: ${t.errors[0].message}`);
-  ({ v4, v6 } = t);
-} else {
-  ({ v4, v6 } = generateTable({ seed: Number(values.seed), v4: REAL_TABLE_COUNTS.v4, v6: REAL_TABLE_COUNTS.v6 }));
-}
+const { v4, v6, path: tablePath } = await loadFullTable(values.table, Number(values.seed));
 
 // ---- the stream (as bench:bgp-ingest plans its table) --------------------------------------------------------
 

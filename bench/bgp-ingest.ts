@@ -49,7 +49,7 @@
 // Human-readable lines first, then one JSON line with every number. Namespaces, daemons and temp dirs are removed at
 // the end, on error and on SIGINT/SIGTERM (the interop kit's hooks); --keep keeps the temp dirs (configs, logs, stream).
 import { type ChildProcess } from 'node:child_process';
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -58,8 +58,7 @@ import { encodeUpdates } from '../src/bgp/codec/index.ts';
 import { parseIP, type Prefix } from '../src/net/ip.ts';
 import { asSequence, makeAttrs, type PathAttrs } from '../src/rib/attrs.ts';
 import type { PrefixList } from '../src/rib/prefixlist.ts';
-import { REAL_TABLE_COUNTS, generateTable, mulberry32 } from '../src/rib/tablegen.ts';
-import { readPrefixFile } from '../src/rib/tableio.ts';
+import { mulberry32 } from '../src/rib/tablegen.ts';
 import { cleanupLeftovers, runInNetns, type Link } from '../test/kit/interop/netns.ts';
 import { benchJson, bgpBenchOptions, buildDist, linksFor, logMachine, printProfile, startBgpBench, waitHeld, type Waited } from './lib/bgp-bench.ts';
 import {
@@ -67,6 +66,7 @@ import {
 } from './lib/bgp-receivers.ts';
 import { birdc, birdSessions, importedRoutes, startBird, type Sender } from './lib/bird-sender.ts';
 import { summarizeProfile, type ProfileSummary } from './lib/cpuprofile.ts';
+import { loadFullTable } from './lib/full-table.ts';
 import { finish, fmtS, log, monoOffset, now, r0, r1, r2 } from './lib/daemon-bench.ts';
 import { childrenCpuMs, cpuMs, peakRssMB, rssMB, threadCpuMs } from './lib/proc.ts';
 
@@ -104,20 +104,7 @@ const { receivers, polling, temps, tempDir } = startBgpBench('bench:bgp-ingest',
 
 // ---- the table ---------------------------------------------------------------------------------------------
 
-const defaultTable = resolve(repoRoot, '../shared/data/tier1-table-2023.txt.gz');
-const tablePath = values.table ?? (existsSync(defaultTable) ? defaultTable : undefined);
-let v4: PrefixList;
-let v6: PrefixList;
-if (tablePath) {
-  const t = await readPrefixFile(tablePath);
-  if (t.errorCount > 0) {
-    console.error(`${tablePath}: ${t.errorCount} bad lines, first: line ${t.errors[0].line}: ${t.errors[0].message}`);
-    process.exit(1);
-  }
-  ({ v4, v6 } = t);
-} else {
-  ({ v4, v6 } = generateTable({ seed: Number(values.seed), v4: REAL_TABLE_COUNTS.v4, v6: REAL_TABLE_COUNTS.v6 }));
-}
+const { v4, v6, path: tablePath } = await loadFullTable(values.table, Number(values.seed));
 // --limit N: at most N prefixes in all, in the table's IPv4:IPv6 proportion.
 let n4 = v4.count;
 let n6 = v6.count;
