@@ -27,8 +27,10 @@ import type { SpeakerConfig } from '../src/bgp/speaker-config.ts';
 import { parseIP, type Prefix } from '../src/net/ip.ts';
 import { AttrInterner, asSequence, makeAttrs } from '../src/rib/attrs.ts';
 import { Rib } from '../src/rib/rib.ts';
+import type { PrefixList } from '../src/rib/prefixlist.ts';
 import { mulberry32 } from '../src/rib/tablegen.ts';
-import { loadFullTable } from './lib/full-table.ts';
+import { RECEIVER_AS, SENDER_AS } from './lib/bgp-receivers.ts';
+import { loadFullTable, planTable, runCommunity } from './lib/full-table.ts';
 
 const { values } = parseArgs({
   options: {
@@ -47,69 +49,57 @@ const chunkBytes = Number(values.chunk);
 if (!(rounds >= 1)) throw new Error('--rounds must be a positive number');
 if (!(chunkBytes >= 4096)) throw new Error('--chunk must be at least 4096 bytes');
 
-const SENDER_AS = 65001;
-const RECEIVER_AS = 65000;
 const { v4, v6, path: tablePath } = await loadFullTable(values.table, Number(values.seed));
 
-// ---- the stream (as bench:bgp-ingest plans its table) --------------------------------------------------------
+// ---- the stream: bench:bgp-ingest's replay, or the same routes in BIRD's order ---------------------------------
 
-const rnd = mulberry32(Number(values.seed));
-const randomAsn = (): number => {
-  const r = 1 + Math.floor(rnd() * 330_000);
-  const a = r <= 60_000 ? r : r + 71_072;
-  return a === 23456 ? 23457 : a;
-};
-const pathPool = Array.from({ length: 5000 }, () => Array.from({ length: 1 + Math.floor(rnd() * 4) }, randomAsn));
 const nh4 = parseIP('192.0.2.1');
 const nh6 = parseIP('2001:db8::1');
 
-/** One UPDATE's worth: its prefixes and its attribute set's number. */
-interface Run { prefixes: Prefix[]; path: number; group: number; v6: boolean }
-
-/** The table as encoded UPDATEs; a function, so that its million Prefix objects are garbage before the rounds. */
+/** The table as encoded UPDATEs (made in a function: its Prefix objects are garbage before the rounds). */
 function encodeTable(): { stream: Buffer; updates: number } {
-  const runs: Run[] = [];
-  let group = 0;
-  for (const [list, isV6] of [[v4, false], [v6, true]] as const) {
-    for (let i = 0; i < list.count;) {
-      const len = Math.min(1 + Math.floor(rnd() * 5), list.count - i);
-      const path = Math.floor(rnd() * pathPool.length);
-      group++;
-      const prefixes: Prefix[] = [];
-      for (let k = i; k < i + len; k++) prefixes.push(list.prefix(k));
-      runs.push({ prefixes, path, group, v6: isV6 });
-      i += len;
+  const { pathPool, runs4, runs6 } = planTable(Number(values.seed), v4.count, v6.count);
+  // One UPDATE: its prefixes (first, count) of a family's list, the run's path and the run's number g.
+  const updates: [list: PrefixList, first: number, count: number, path: number, g: number][] = [];
+  let g = 0;
+  for (const [list, runs] of [[v4, runs4], [v6, runs6]] as const) {
+    for (let r = 0; r < runs.count; r++) {
+      g++;
+      if (values.order === 'replay') updates.push([list, runs.start[r], runs.len[r], runs.path[r], g]);
+      else for (let i = 0; i < runs.len[r]; i++) updates.push([list, runs.start[r] + i, 1, runs.path[r], g]);
     }
   }
-  let updates: Run[] = runs;
   if (values.order === 'bird') {
-    // One prefix per UPDATE, shuffled (Fisher-Yates with the seeded generator).
-    updates = runs.flatMap((r) => r.prefixes.map((p) => ({ ...r, prefixes: [p] })));
+    // Shuffled (Fisher-Yates, seeded): BIRD sends in its hash table's order, unrelated to the prefixes'.
+    const rnd = mulberry32(Number(values.seed) + 1);
     for (let i = updates.length - 1; i > 0; i--) {
       const j = Math.floor(rnd() * (i + 1));
       [updates[i], updates[j]] = [updates[j], updates[i]];
     }
   }
   const parts: Uint8Array[] = [];
-  for (const u of updates) {
+  for (const [list, first, count, path, run] of updates) {
+    const [hi, lo] = runCommunity(run);
     const attrs = makeAttrs({
-      origin: 0, asPath: [asSequence(SENDER_AS, ...pathPool[u.path])], nextHop: u.v6 ? nh6 : nh4,
-      communities: [(1 + (u.group >>> 16)) * 65536 + (u.group & 0xffff)],
+      origin: 0, asPath: [asSequence(SENDER_AS, ...pathPool[path])], nextHop: list.family === 6 ? nh6 : nh4, communities: [hi * 65536 + lo],
     });
-    for (const b of encodeUpdates(attrs, u.prefixes, { fourOctetAs: true })) parts.push(b);
+    const prefixes: Prefix[] = [];
+    for (let i = first; i < first + count; i++) prefixes.push(list.prefix(i));
+    for (const b of encodeUpdates(attrs, prefixes, { fourOctetAs: true })) parts.push(b);
   }
   return { stream: Buffer.concat(parts), updates: parts.length };
 }
-const cached = values.stream !== undefined && existsSync(values.stream);
-const { stream, updates } = cached ? { stream: readFileSync(values.stream!), updates: countUpdates(readFileSync(values.stream!)) } : encodeTable();
-if (values.stream !== undefined && !cached) writeFileSync(values.stream, stream);
 
 /** UPDATE messages in a stream of whole messages (the 16-octet marker, then the length). */
-function countUpdates(b: Buffer): number {
+function countUpdates(b: Buffer): { stream: Buffer; updates: number } {
   let n = 0;
   for (let off = 0; off < b.length; off += b.readUInt16BE(off + 16)) if (b[off + 18] === 2) n++;
-  return n;
+  return { stream: b, updates: n };
 }
+
+const cached = values.stream !== undefined && existsSync(values.stream);
+const { stream, updates } = cached ? countUpdates(readFileSync(values.stream!)) : encodeTable();
+if (values.stream !== undefined && !cached) writeFileSync(values.stream, stream);
 const prefixCount = v4.count + v6.count;
 // Socket-sized reads, each a buffer of its own (the sessions' scratch borrows from them, as from socket chunks).
 const chunks: Buffer[] = [];

@@ -58,7 +58,6 @@ import { encodeUpdates } from '../src/bgp/codec/index.ts';
 import { parseIP, type Prefix } from '../src/net/ip.ts';
 import { asSequence, makeAttrs, type PathAttrs } from '../src/rib/attrs.ts';
 import type { PrefixList } from '../src/rib/prefixlist.ts';
-import { mulberry32 } from '../src/rib/tablegen.ts';
 import { cleanupLeftovers, runInNetns, type Link } from '../test/kit/interop/netns.ts';
 import { benchJson, bgpBenchOptions, buildDist, linksFor, logMachine, printProfile, startBgpBench, waitHeld, type Waited } from './lib/bgp-bench.ts';
 import {
@@ -66,7 +65,7 @@ import {
 } from './lib/bgp-receivers.ts';
 import { birdc, birdSessions, importedRoutes, startBird, type Sender } from './lib/bird-sender.ts';
 import { summarizeProfile, type ProfileSummary } from './lib/cpuprofile.ts';
-import { loadFullTable } from './lib/full-table.ts';
+import { loadFullTable, planTable, runCommunity, type Runs } from './lib/full-table.ts';
 import { finish, fmtS, log, monoOffset, now, r0, r1, r2 } from './lib/daemon-bench.ts';
 import { childrenCpuMs, cpuMs, peakRssMB, rssMB, threadCpuMs } from './lib/proc.ts';
 
@@ -121,40 +120,8 @@ logMachine();
 
 // ---- the table's attributes (one plan for both senders) ---------------------------------------------------
 
-const rnd = mulberry32(Number(values.seed));
-const PATHS = 5000;
-/** A public-looking ASN: never the sender's or receiver's (loop detection) nor AS_TRANS. */
-function randomAsn(): number {
-  const r = 1 + Math.floor(rnd() * 330_000);
-  const a = r <= 60_000 ? r : r + 71_072; // 1..60000 and 131073..400000
-  return a === 23456 ? 23457 : a;
-}
-
-/** Runs of 1-5 consecutive prefixes (3 on average) sharing an attribute set: an AS_PATH from the pool and a community unique to the run. */
-interface Runs {
-  start: Uint32Array;
-  len: Uint8Array;
-  path: Uint16Array;
-  count: number;
-}
-const pathPool: number[][] = Array.from({ length: PATHS }, () => Array.from({ length: 1 + Math.floor(rnd() * 4) }, randomAsn));
-function makeRuns(count: number): Runs {
-  const runs: Runs = { start: new Uint32Array(count), len: new Uint8Array(count), path: new Uint16Array(count), count: 0 };
-  for (let i = 0; i < count;) {
-    const len = values.shape === 'packed' ? Math.min(255, count - i) : Math.min(1 + Math.floor(rnd() * 5), count - i);
-    runs.start[runs.count] = i;
-    runs.len[runs.count] = len;
-    runs.path[runs.count] = Math.floor(rnd() * PATHS);
-    runs.count++;
-    i += len;
-  }
-  return runs;
-}
-const runs4 = makeRuns(n4);
-const runs6 = makeRuns(n6);
+const { pathPool, runs4, runs6 } = planTable(Number(values.seed), n4, n6, values.shape === 'packed');
 const attrSets = values.shape === 'packed' ? 1 : runs4.count + runs6.count;
-/** Community of run r of a family (IPv6 runs numbered after the IPv4 ones): distinct per run. */
-const runCommunity = (g: number) => [1 + (g >>> 16), g & 0xffff] as const;
 
 // ---- the replay sender's stream ------------------------------------------------------------------------------
 
