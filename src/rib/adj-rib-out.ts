@@ -138,7 +138,7 @@ export class AdjRibOut {
       id = this.lastId;
       interner.retainId(id);
     } else {
-      id = interner.internId(attrs);
+      id = interner.internId(attrs, true);
       if (this.lastIn !== null) interner.releaseId(this.lastId);
       interner.retainId(id);
       this.lastIn = attrs;

@@ -1,7 +1,7 @@
 // BGP path attributes as immutable records, and an interner that hash-conses them.
 //
-// A full table has ~1.3M routes but only a few thousand distinct attribute sets, so every route refers to one
-// shared, interned record. Records are normalised on construction (set-like lists sorted and de-duplicated,
+// A full table has ~1.3M routes but only ~350k distinct attribute sets, so every route refers to one shared,
+// interned set by its id; the interner holds a set as a row and makes its one record when it is read. Records are normalised on construction (set-like lists sorted and de-duplicated,
 // adjacent AS_SEQUENCE segments joined) so that equal meaning gives equal content and therefore one instance.
 import { IP, ipEquals } from '../net/ip.ts';
 
@@ -180,38 +180,23 @@ function isSortedUnique(xs: readonly number[]): boolean {
  * caller's AttrsInit without a side table. Every instance has the same fields in the same order (one hidden class).
  */
 class AttrRecord implements PathAttrs {
-  hash = 0;
-  /** The attributes most routes do not carry, in one object shared by all records that have none of them. */
-  readonly rareAttrs: RareAttrs;
-  /**
-   * COMMUNITIES: a lone community (the common case) as a number (int32, so it stays unboxed), else the sorted list:
-   * one object less per record for the collector to copy and mark in a table load.
-   */
-  readonly comm: number | readonly number[];
   constructor(
+    readonly hash: number,
     readonly origin: Origin,
     readonly asPath: AsPath,
     readonly nextHop: IP | null,
-    nextHopLinkLocal: IP | null,
     readonly med: number | undefined,
     readonly localPref: number | undefined,
-    atomicAggregate: boolean,
-    aggregator: Aggregator | undefined,
-    communities: readonly number[],
-    extCommunities: readonly ExtCommunity[],
-    largeCommunities: readonly LargeCommunity[],
-    originatorId: number | undefined,
-    clusterList: readonly number[],
-    unknown: readonly RawAttr[],
+    /**
+     * COMMUNITIES: a lone community (the common case) as a number (int32, so it stays unboxed), else the sorted list:
+     * one object less per record for the collector to copy and mark in a table load.
+     */
+    readonly comm: number | readonly number[],
+    /** The attributes most routes do not carry, in one object shared by all records that have none of them. */
+    readonly rareAttrs: RareAttrs,
     /** Shared by every record with this path (one pointer here instead of three numbers). */
     readonly facts: AsPathFacts,
-  ) {
-    this.comm = communities.length === 1 ? communities[0] | 0 : communities;
-    this.rareAttrs = nextHopLinkLocal === null && !atomicAggregate && aggregator === undefined && extCommunities.length === 0 &&
-        largeCommunities.length === 0 && originatorId === undefined && clusterList.length === 0 && unknown.length === 0
-      ? NO_RARE
-      : Object.freeze({ nextHopLinkLocal, atomicAggregate, aggregator, extCommunities, largeCommunities, originatorId, clusterList, unknown });
-  }
+  ) {}
 
   get communities(): readonly number[] {
     const c = this.comm;
@@ -363,28 +348,28 @@ function build(init: AttrsInit, adopt: boolean, facts?: AsPathFacts, from?: Attr
   const ext = init.extCommunities;
   const large = init.largeCommunities;
   const clusters = init.clusterList;
-  const rec = new AttrRecord(
-    origin,
-    asPath,
-    copyIP(init.nextHop, 'next hop'),
-    copyIP(init.nextHopLinkLocal, 'link-local next hop'),
-    init.med === undefined ? undefined : u32(init.med, 'MED'),
-    init.localPref === undefined ? undefined : u32(init.localPref, 'LOCAL_PREF'),
-    init.atomicAggregate === true,
-    agg === undefined
-      ? undefined
-      : Object.freeze({ asn: u32(agg.asn, 'AGGREGATOR ASN'), address: copyIP(agg.address, 'AGGREGATOR address')! }),
-    communities,
-    ext !== undefined && ext === rare?.extCommunities ? ext : sortedUniqueTuples(ext ?? EMPTY, 2, 'extended community'),
-    large !== undefined && large === rare?.largeCommunities ? large : sortedUniqueTuples(large ?? EMPTY, 3, 'large community'),
-    init.originatorId === undefined ? undefined : u32(init.originatorId, 'ORIGINATOR_ID'),
-    clusters !== undefined && clusters === rare?.clusterList ? clusters
-      : clusters?.length ? Object.freeze(clusters.map((c) => u32(c, 'CLUSTER_ID'))) : EMPTY,
-    unknown.length ? Object.freeze(unknown) : EMPTY,
-    facts ?? asPathFacts(asPath),
-  );
-  rec.hash = hashAttrs(rec);
-  return Object.freeze(rec);
+  const nextHop = copyIP(init.nextHop, 'next hop');
+  const nextHopLinkLocal = copyIP(init.nextHopLinkLocal, 'link-local next hop');
+  const med = init.med === undefined ? undefined : u32(init.med, 'MED');
+  const localPref = init.localPref === undefined ? undefined : u32(init.localPref, 'LOCAL_PREF');
+  const atomicAggregate = init.atomicAggregate === true;
+  const aggregator = agg === undefined
+    ? undefined
+    : Object.freeze({ asn: u32(agg.asn, 'AGGREGATOR ASN'), address: copyIP(agg.address, 'AGGREGATOR address')! });
+  const extCommunities = ext !== undefined && ext === rare?.extCommunities ? ext : sortedUniqueTuples(ext ?? EMPTY, 2, 'extended community');
+  const largeCommunities = large !== undefined && large === rare?.largeCommunities ? large : sortedUniqueTuples(large ?? EMPTY, 3, 'large community');
+  const originatorId = init.originatorId === undefined ? undefined : u32(init.originatorId, 'ORIGINATOR_ID');
+  const clusterList = clusters !== undefined && clusters === rare?.clusterList ? clusters
+    : clusters?.length ? Object.freeze(clusters.map((c) => u32(c, 'CLUSTER_ID'))) : EMPTY;
+  const unknownList = unknown.length ? Object.freeze(unknown) : EMPTY;
+  const rareAttrs = nextHopLinkLocal === null && !atomicAggregate && aggregator === undefined && extCommunities.length === 0 &&
+      largeCommunities.length === 0 && originatorId === undefined && clusterList.length === 0 && unknownList.length === 0
+    ? NO_RARE
+    : Object.freeze({ nextHopLinkLocal, atomicAggregate, aggregator, extCommunities, largeCommunities, originatorId, clusterList, unknown: unknownList });
+  const comm = communities.length === 1 ? communities[0] | 0 : communities;
+  const f = facts ?? asPathFacts(asPath);
+  const hash = hashAttrs(origin, f, nextHop, med, localPref, comm, rareAttrs);
+  return Object.freeze(new AttrRecord(hash, origin, asPath, nextHop, med, localPref, comm, rareAttrs, f));
 }
 
 /** A copy of `a` with some fields replaced (for import/export policy). Not interned. */
@@ -433,18 +418,20 @@ function mixList(h: number, xs: readonly number[]): number {
   return h;
 }
 
-function hashAttrs(a: AttrRecord): number {
-  let h = mix(0x9747b28c, a.origin);
-  h = mix(h, a.facts.hash);
-  h = mixIP(h, a.nextHop);
+function hashAttrs(
+  origin: Origin, facts: AsPathFacts, nextHop: IP | null, med: number | undefined, localPref: number | undefined,
+  c: number | readonly number[], rare: RareAttrs,
+): number {
+  let h = mix(0x9747b28c, origin);
+  h = mix(h, facts.hash);
+  h = mixIP(h, nextHop);
   // Absent and present-with-a-value must hash differently; -1 cannot be a uint32 value.
-  h = mix(h, a.med ?? -1);
-  h = mix(h, a.localPref ?? -1);
+  h = mix(h, med ?? -1);
+  h = mix(h, localPref ?? -1);
   // (As mixList over the list: its length, then each value.)
-  const c = a.comm;
   h = typeof c === 'number' ? mix(mix(h, 1), c) : mixList(h, c);
   // Records without any rare attribute all share NO_RARE (see AttrRecord), so one constant stands for them all.
-  h = a.rareAttrs === NO_RARE ? mix(h, 0x5bd1e995) : hashRare(h, a.rareAttrs);
+  h = rare === NO_RARE ? mix(h, 0x5bd1e995) : hashRare(h, rare);
   // Final avalanche so that bucket keys use all bits.
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
@@ -477,16 +464,6 @@ function hashRare(h: number, a: RareAttrs): number {
   return h;
 }
 
-function communitiesEq(a: PathAttrs, b: PathAttrs): boolean {
-  if (a instanceof AttrRecord && b instanceof AttrRecord) {
-    const x = a.comm;
-    const y = b.comm;
-    if (typeof x === 'number' || typeof y === 'number') return x === y; // one community is always a number
-    return listEq(x, y);
-  }
-  return listEq(a.communities, b.communities);
-}
-
 function listEq(a: readonly number[], b: readonly number[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
@@ -497,14 +474,23 @@ function ipEq(a: IP | null, b: IP | null): boolean {
   return a === b || (a !== null && b !== null && ipEquals(a, b));
 }
 
-/** Content equality of two normalised records. */
-export function attrsEqual(a: PathAttrs, b: PathAttrs): boolean {
+function pathEq(a: AsPath, b: AsPath): boolean {
   if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i].type !== b[i].type || !listEq(a[i].asns, b[i].asns)) return false;
+  return true;
+}
+
+function commEq(x: number | readonly number[], y: number | readonly number[]): boolean {
+  if (typeof x === 'number' || typeof y === 'number') return x === y; // one community is always a number
+  return listEq(x, y);
+}
+
+function rareEq(a: RareAttrs, b: RareAttrs): boolean {
+  if (a === b) return true;
+  if (a === NO_RARE || b === NO_RARE) return false; // records without rare attributes all share NO_RARE
   if (
-    a.hash !== b.hash || a.origin !== b.origin || a.med !== b.med || a.localPref !== b.localPref ||
-    a.atomicAggregate !== b.atomicAggregate || a.originatorId !== b.originatorId ||
-    !ipEq(a.nextHop, b.nextHop) || !ipEq(a.nextHopLinkLocal, b.nextHopLinkLocal) ||
-    a.asPath.length !== b.asPath.length || !communitiesEq(a, b) ||
+    a.atomicAggregate !== b.atomicAggregate || a.originatorId !== b.originatorId || !ipEq(a.nextHopLinkLocal, b.nextHopLinkLocal) ||
     !listEq(a.clusterList, b.clusterList) || a.extCommunities.length !== b.extCommunities.length ||
     a.largeCommunities.length !== b.largeCommunities.length || a.unknown.length !== b.unknown.length
   ) {
@@ -514,15 +500,8 @@ export function attrsEqual(a: PathAttrs, b: PathAttrs): boolean {
     if (!a.aggregator || !b.aggregator) return false;
     if (a.aggregator.asn !== b.aggregator.asn || !ipEquals(a.aggregator.address, b.aggregator.address)) return false;
   }
-  if (a.asPath !== b.asPath) {
-    for (let i = 0; i < a.asPath.length; i++) {
-      if (a.asPath[i].type !== b.asPath[i].type || !listEq(a.asPath[i].asns, b.asPath[i].asns)) return false;
-    }
-  }
   for (let i = 0; i < a.extCommunities.length; i++) if (!listEq(a.extCommunities[i], b.extCommunities[i])) return false;
-  for (let i = 0; i < a.largeCommunities.length; i++) {
-    if (!listEq(a.largeCommunities[i], b.largeCommunities[i])) return false;
-  }
+  for (let i = 0; i < a.largeCommunities.length; i++) if (!listEq(a.largeCommunities[i], b.largeCommunities[i])) return false;
   for (let i = 0; i < a.unknown.length; i++) {
     const x = a.unknown[i];
     const y = b.unknown[i];
@@ -532,52 +511,91 @@ export function attrsEqual(a: PathAttrs, b: PathAttrs): boolean {
   return true;
 }
 
+/** Content equality of two normalised records. */
+export function attrsEqual(a: PathAttrs, b: PathAttrs): boolean {
+  if (a === b) return true;
+  if (a.hash !== b.hash || a.origin !== b.origin || a.med !== b.med || a.localPref !== b.localPref || !ipEq(a.nextHop, b.nextHop)) {
+    return false;
+  }
+  if (a instanceof AttrRecord && b instanceof AttrRecord) {
+    return commEq(a.comm, b.comm) && pathEq(a.asPath, b.asPath) && rareEq(a.rareAttrs, b.rareAttrs);
+  }
+  // (A PathAttrs has every field of RareAttrs.)
+  return listEq(a.communities, b.communities) && pathEq(a.asPath, b.asPath) && rareEq(a, b);
+}
+
 // ---- interning ----------------------------------------------------------------------------------------------
 
 const EMPTY_SLOT = -1;
 const TOMBSTONE = -2;
 
+// A held set's row in AttrInterner.rows: its fields, as a record has them, without the record.
+const ROW = 9;
+const R_HASH = 0;
+const R_BITS = 1; // origin | MED present << 2 | LOCAL_PREF present << 3
+const R_MED = 2; // int32
+const R_LP = 3; // int32
+const R_PATH = 4;
+const R_FACTS = 5;
+const R_NH = 6;
+const R_COMM = 7;
+const R_RARE = 8;
+const MED_SET = 4;
+const LP_SET = 8;
+// Rows live in segments of ROWS_PER_SEG: a segment is made once, over V8's large-object size (so it is allocated
+// where it stays, never copied by the young-generation collector), and never grown: one array grown by appends
+// was copied at every growth, 25 MB at the end of a full table.
+const SEG_SHIFT = 12;
+const ROWS_PER_SEG = 1 << SEG_SHIFT;
+
+const bitsOf = (a: AttrRecord): number => a.origin | (a.med === undefined ? 0 : MED_SET) | (a.localPref === undefined ? 0 : LP_SET);
+
 /**
- * Hash-consing table for attribute records with reference counts. intern() returns the one shared instance for
- * the content and takes a reference; release() drops one, and the record leaves the table at zero. Each live
- * record also has a small integer id (reused after release) so that compact stores can hold a uint32 instead of
- * an object pointer.
+ * Hash-consing table for attribute sets with reference counts. intern() returns the one shared record for the
+ * content and takes a reference; release() drops one, and the set leaves the table at zero. Each held set has a
+ * small integer id (reused after release) so that compact stores hold a uint32 instead of an object pointer.
  *
- * A full table holds ~350k distinct sets, so the table itself is typed arrays: reference counts by id, and an
- * open-addressing index (linear probing on the record's hash, load at most 1/2) of ids — about 20 bytes a set
- * besides the record, where an entry object and a Map slot each cost several times that.
+ * A held set is a row of one array (its fields as a record has them: a few numbers and pointers to shared paths,
+ * next hops and lists), and its record is made when first asked for (get, intern). A full table's ~350k sets are
+ * interned by id from records that the decoder has just built and nobody keeps: stored as records, each one
+ * survived two young-generation collections, copied each time, and a table load's GC was mostly that copying.
+ * The index is typed arrays: an open-addressing table (linear probing on the hash, load at most 1/2) of ids.
  */
 export class AttrInterner {
-  private byId: (PathAttrs | undefined)[] = [];
+  private segs: unknown[][] = [];
+  // Records made so far, by id (undefined until asked for): the one instance per content while the set is held.
+  private byId: (AttrRecord | undefined)[] = [];
   private refs = new Int32Array(256);
   private freeIds: number[] = [];
-  // The index: slot i is index[2i] (a record id, EMPTY_SLOT or TOMBSTONE) and index[2i+1] (that record's hash), side
-  // by side so a probe costs one cache miss, not two (a table arriving in random order misses on every probe), and
-  // probing never touches other records.
+  // The index: slot i is index[2i] (an id, EMPTY_SLOT or TOMBSTONE) and index[2i+1] (that set's hash), side by
+  // side so a probe costs one cache miss, not two (a table arriving in random order misses on every probe).
   private index = new Int32Array(1024).fill(EMPTY_SLOT);
   private mask = 511; // slots - 1
   private used = 0; // live ids plus tombstones in the index
   private count = 0;
 
-  /** Number of distinct records held. */
+  /** Number of distinct sets held. */
   get size(): number {
     return this.count;
   }
 
-  /** The canonical instance for `a`'s content, taking one reference. Accepts interned or fresh records. */
+  /** The canonical record for `a`'s content, taking one reference. A new content's record is `a` itself. */
   intern(a: PathAttrs | AttrsInit): PathAttrs {
-    return this.byId[this.acquire(a)]!;
+    return this.get(this.acquire(a, true));
   }
 
-  /** Like intern, but returns the record's id. */
-  internId(a: PathAttrs | AttrsInit): number {
-    return this.acquire(a);
+  /**
+   * The id of `a`'s content, taking one reference. `a` is not kept (the RIB holds ids; get() makes the record
+   * when one is wanted), unless `keep`: then it becomes the canonical record of a content not held before.
+   */
+  internId(a: PathAttrs | AttrsInit, keep = false): number {
+    return this.acquire(a, keep);
   }
 
-  /** The canonical instance equal to `a` if held, without taking a reference. */
+  /** The canonical record equal to `a` if held, without taking a reference. */
   lookup(a: PathAttrs): PathAttrs | undefined {
     const id = this.find(a);
-    return id === EMPTY_SLOT ? undefined : this.byId[id];
+    return id === EMPTY_SLOT ? undefined : this.get(id);
   }
 
   /** Drop one reference taken by intern/internId/retain. */
@@ -588,30 +606,31 @@ export class AttrInterner {
   }
 
   releaseId(id: number): void {
-    if (this.byId[id] === undefined) throw new AttrError(`release of unknown attribute id ${id}`);
+    this.live(id, 'release');
     this.drop(id);
   }
 
-  /** Take one more reference on a held record by id. */
+  /** Take one more reference on a held set by id. */
   retainId(id: number): void {
-    if (this.byId[id] === undefined) throw new AttrError(`retain of unknown attribute id ${id}`);
+    this.live(id, 'retain');
     this.refs[id]++;
   }
 
-  /** Take `n` more references on a held record by id (one per prefix of an UPDATE). */
+  /** Take `n` more references on a held set by id (one per prefix of an UPDATE). */
   retainIdN(id: number, n: number): void {
-    if (this.byId[id] === undefined) throw new AttrError(`retain of unknown attribute id ${id}`);
+    this.live(id, 'retain');
     this.refs[id] += n;
   }
 
-  /** The record with this id (which must be live). */
+  /** The record of this id (which must be live), made from its row the first time. */
   get(id: number): PathAttrs {
-    const a = this.byId[id];
-    if (a === undefined) throw new AttrError(`unknown attribute id ${id}`);
-    return a;
+    const a = id >= 0 && id < this.byId.length ? this.byId[id] : undefined;
+    if (a !== undefined) return a;
+    this.live(id, 'unknown');
+    return this.materialise(id);
   }
 
-  /** The id of a held canonical instance, or -1. */
+  /** The id of a held canonical record, or -1. */
   idOf(a: PathAttrs): number {
     const id = this.find(a);
     return id !== EMPTY_SLOT && this.byId[id] === a ? id : -1;
@@ -623,8 +642,45 @@ export class AttrInterner {
     return id === EMPTY_SLOT ? 0 : this.refs[id];
   }
 
-  /** The id of a record equal to `a`, or -1. */
-  private find(a: PathAttrs): number {
+  private live(id: number, what: string): void {
+    if (!(id >= 0 && id < this.byId.length && this.refs[id] > 0)) {
+      throw new AttrError(what === 'unknown' ? `unknown attribute id ${id}` : `${what} of unknown attribute id ${id}`);
+    }
+  }
+
+  private materialise(id: number): AttrRecord {
+    const w = this.segs[id >>> SEG_SHIFT];
+    const o = (id & (ROWS_PER_SEG - 1)) * ROW;
+    const bits = w[o + R_BITS] as number;
+    const rec = Object.freeze(new AttrRecord(
+      w[o + R_HASH] as number,
+      (bits & 3) as Origin,
+      w[o + R_PATH] as AsPath,
+      w[o + R_NH] as IP | null,
+      bits & MED_SET ? (w[o + R_MED] as number) >>> 0 : undefined,
+      bits & LP_SET ? (w[o + R_LP] as number) >>> 0 : undefined,
+      w[o + R_COMM] as number | readonly number[],
+      w[o + R_RARE] as RareAttrs,
+      w[o + R_FACTS] as AsPathFacts,
+    ));
+    this.byId[id] = rec;
+    return rec;
+  }
+
+  /** Whether held set `id` has `a`'s content (its hash already matched). */
+  private holds(id: number, a: AttrRecord): boolean {
+    const b = this.byId[id];
+    if (b !== undefined) return b === a || attrsEqual(b, a);
+    const w = this.segs[id >>> SEG_SHIFT];
+    const o = (id & (ROWS_PER_SEG - 1)) * ROW;
+    return w[o + R_BITS] === bitsOf(a) && w[o + R_MED] === ((a.med ?? 0) | 0) && w[o + R_LP] === ((a.localPref ?? 0) | 0) &&
+      pathEq(w[o + R_PATH] as AsPath, a.asPath) && ipEq(w[o + R_NH] as IP | null, a.nextHop) &&
+      commEq(w[o + R_COMM] as number | readonly number[], a.comm) && rareEq(w[o + R_RARE] as RareAttrs, a.rareAttrs);
+  }
+
+  /** The id of a set equal to `a`, or -1. */
+  private find(input: PathAttrs): number {
+    const a = input instanceof AttrRecord ? input : (makeAttrs(input) as AttrRecord);
     const index = this.index;
     const mask = this.mask;
     const h = a.hash;
@@ -632,14 +688,13 @@ export class AttrInterner {
       const id = index[2 * i];
       if (id === EMPTY_SLOT) return EMPTY_SLOT;
       if (id === TOMBSTONE || index[2 * i + 1] !== h) continue;
-      const b = this.byId[id]!;
-      if (b === a || attrsEqual(b, a)) return id;
+      if (this.holds(id, a)) return id;
     }
   }
 
-  private acquire(input: PathAttrs | AttrsInit): number {
+  private acquire(input: PathAttrs | AttrsInit, keep: boolean): number {
     // A record built by makeAttrs is frozen and carries its hash; anything else is normalised first.
-    const a = input instanceof AttrRecord ? input : makeAttrs(input);
+    const a = input instanceof AttrRecord ? input : (makeAttrs(input) as AttrRecord);
     const index = this.index;
     const mask = this.mask;
     const h = a.hash;
@@ -653,9 +708,10 @@ export class AttrInterner {
         continue;
       }
       if (index[2 * i + 1] !== h) continue;
-      const b = this.byId[id]!;
-      if (b === a || attrsEqual(b, a)) {
+      if (this.holds(id, a)) {
         this.refs[id]++;
+        // A caller that keeps its record (intern) gives the content its record when none was made yet.
+        if (keep && this.byId[id] === undefined) this.byId[id] = a;
         return id;
       }
     }
@@ -665,7 +721,20 @@ export class AttrInterner {
       bigger.set(this.refs);
       this.refs = bigger;
     }
-    this.byId[id] = a;
+    const k = id >>> SEG_SHIFT;
+    if (k === this.segs.length) this.segs.push(new Array<unknown>(ROWS_PER_SEG * ROW));
+    const w = this.segs[k];
+    const o = (id & (ROWS_PER_SEG - 1)) * ROW;
+    w[o + R_HASH] = h;
+    w[o + R_BITS] = bitsOf(a);
+    w[o + R_MED] = (a.med ?? 0) | 0;
+    w[o + R_LP] = (a.localPref ?? 0) | 0;
+    w[o + R_PATH] = a.asPath;
+    w[o + R_FACTS] = a.facts;
+    w[o + R_NH] = a.nextHop;
+    w[o + R_COMM] = a.comm;
+    w[o + R_RARE] = a.rareAttrs;
+    this.byId[id] = keep ? a : undefined;
     this.refs[id] = 1;
     this.count++;
     const slots = mask + 1;
@@ -682,13 +751,17 @@ export class AttrInterner {
 
   private drop(id: number): void {
     if (--this.refs[id] > 0) return;
-    const a = this.byId[id]!;
+    const w = this.segs[id >>> SEG_SHIFT];
+    const o = (id & (ROWS_PER_SEG - 1)) * ROW;
+    const h = w[o + R_HASH] as number;
     const index = this.index;
     const mask = this.mask;
-    let i = a.hash & mask;
+    let i = h & mask;
     while (index[2 * i] !== id) i = (i + 1) & mask;
     // A tombstone keeps later entries of the probe chain reachable; the next rehash clears them.
     index[2 * i] = TOMBSTONE;
+    // The row's pointers go, so a freed id keeps nothing alive.
+    w[o + R_PATH] = w[o + R_FACTS] = w[o + R_NH] = w[o + R_COMM] = w[o + R_RARE] = undefined;
     this.byId[id] = undefined;
     this.freeIds.push(id);
     this.count--;

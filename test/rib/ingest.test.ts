@@ -663,7 +663,7 @@ function bulk(I: AttrInterner, n: number, baseSize: number, seed: number): void 
   const mk = (i: number) => makeAttrs({ nextHop: nh4, localPref: 1000 + ((base + i) % 1_000_000_000), med: i });
   const recs: PathAttrs[] = [];
   for (let i = 0; i < n; i++) recs.push(mk(i));
-  const ids = recs.map((r) => I.internId(r));
+  const ids = recs.map((r) => I.internId(r, true));
   assert.equal(new Set(ids).size, n, 'distinct contents get distinct ids');
   assert.equal(I.size, baseSize + n);
   for (let i = 0; i < n; i += 7) {
@@ -828,7 +828,7 @@ t.test('AttrInterner: released ids are reused; thousands of entries survive grow
   const I = new AttrInterner();
   const N = 5000;
   const recs = Array.from({ length: N }, (_, i) => makeAttrs({ nextHop: nh4, med: i, communities: [i % 13] }));
-  const ids = recs.map((r) => I.internId(r));
+  const ids = recs.map((r) => I.internId(r, true));
   t.equal(I.size, N);
   t.equal(new Set(ids).size, N);
   let bad = 0;
@@ -846,7 +846,7 @@ t.test('AttrInterner: released ids are reused; thousands of entries survive grow
   t.equal(bad, 0, 'equal copies of the survivors get their ids (found past the tombstones)');
   for (let i = 1; i < N; i += 2) I.releaseId(ids[i]);
   const news = Array.from({ length: N / 2 }, (_, i) => makeAttrs({ nextHop: nh4, med: N + i }));
-  const newIds = news.map((r) => I.internId(r));
+  const newIds = news.map((r) => I.internId(r, true));
   t.ok(newIds.every((id) => freed.has(id)), 'new contents reuse released ids');
   t.equal(new Set(newIds).size, N / 2);
   bad = 0;
@@ -856,6 +856,46 @@ t.test('AttrInterner: released ids are reused; thousands of entries survive grow
   t.equal(bad, 0, 'survivors intact, released gone, new ones found');
   for (const id of [...newIds, ...ids.filter((_, i) => i % 2 === 1)]) I.releaseId(id);
   t.equal(I.size, 0);
+});
+
+t.test('AttrInterner: a set interned by id is held as a row, and its record made once when asked for', async (t) => {
+  const I = new AttrInterner();
+  // Every kind of field a row keeps: numbers (MED and LOCAL_PREF at 0 and above 2^31), lists, rare attributes.
+  const inits: AttrsInit[] = [
+    { nextHop: nh4, med: 0, localPref: 0, communities: [5] },
+    { nextHop: nh4, med: 0xfffffff0, localPref: 0x80000001, communities: [3, 1, 2], origin: 2 },
+    { nextHop: null, asPath: [asSequence(65001, 65002)], atomicAggregate: true, clusterList: [7], originatorId: 9 },
+    { nextHop: nh4, extCommunities: [[1, 2]], largeCommunities: [[1, 2, 3]], aggregator: { asn: 65003, address: nh4 } },
+    {},
+  ];
+  const given = inits.map((i) => makeAttrs(i));
+  const ids = given.map((a) => I.internId(a));
+  for (let i = 0; i < inits.length; i++) {
+    const got = I.get(ids[i]);
+    t.not(got, given[i], `set ${i}: internId does not keep the record it was given`);
+    t.ok(attrsEqual(got, given[i]) && got.hash === given[i].hash, `set ${i}: the record made from the row has the content`);
+    t.same({ ...got, communities: got.communities, extCommunities: got.extCommunities, med: got.med, localPref: got.localPref },
+      { ...given[i], communities: given[i].communities, extCommunities: given[i].extCommunities, med: given[i].med, localPref: given[i].localPref });
+    t.ok(Object.isFrozen(got), 'frozen');
+    t.equal(I.get(ids[i]), got, 'made once: the same record for every reader');
+    t.equal(I.intern(given[i]), got, 'intern returns the record already made');
+    t.equal(I.internId(makeAttrs(inits[i])), ids[i], 'an equal copy finds the row');
+    t.equal(I.refCount(given[i]), 3);
+  }
+  // intern keeps its argument as the record when none was made yet (hit or miss).
+  const fresh = makeAttrs({ nextHop: nh4, med: 77 });
+  t.equal(I.intern(fresh), fresh, 'a new content: intern keeps the record it was given');
+  const other = makeAttrs({ nextHop: nh4, med: 78 });
+  const oid = I.internId(other);
+  const copy = makeAttrs({ nextHop: nh4, med: 78 });
+  t.equal(I.intern(copy), copy, 'a held content without a record: the record given becomes it');
+  t.equal(I.get(oid), copy);
+  // A released id's row keeps nothing; the id comes back for a new content with the new content's record.
+  for (let k = 0; k < 3; k++) I.releaseId(ids[1]);
+  t.throws(() => I.get(ids[1]), AttrError, 'a released id has no record');
+  const reused = I.internId(makeAttrs({ nextHop: nh4, med: 1234 }));
+  t.equal(reused, ids[1], 'the freed id is reused');
+  t.equal(I.get(reused).med, 1234, 'with the new content, not the old record');
 });
 
 t.test('AttrInterner: two contents with the same hash are kept apart', async (t) => {
@@ -877,10 +917,10 @@ t.test('AttrInterner: two contents with the same hash are kept apart', async (t)
   t.equal(a.hash, b.hash, 'same hash');
   t.notOk(attrsEqual(a, b), 'different content');
   const I = new AttrInterner();
-  const ia = I.internId(a);
+  const ia = I.internId(a, true);
   t.equal(I.lookup(b), undefined, 'a colliding content is not found');
   t.equal(I.refCount(b), 0);
-  const ib = I.internId(b);
+  const ib = I.internId(b, true);
   t.not(ia, ib, 'different ids');
   t.equal(I.size, 2);
   t.equal(I.intern(rec(pair[0])), a);
