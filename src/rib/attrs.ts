@@ -369,7 +369,10 @@ function build(init: AttrsInit, adopt: boolean, facts?: AsPathFacts, from?: Attr
   const comm = communities.length === 1 ? communities[0] | 0 : communities;
   const f = facts ?? asPathFacts(asPath);
   const hash = hashAttrs(origin, f, nextHop, med, localPref, comm, rareAttrs);
-  return Object.freeze(new AttrRecord(hash, origin, asPath, nextHop, med, localPref, comm, rareAttrs, f));
+  const rec = new AttrRecord(hash, origin, asPath, nextHop, med, localPref, comm, rareAttrs, f);
+  // A decoded record (adopt) is frozen only if it becomes a held set's record (AttrInterner.keep): the RIB keeps a
+  // row, not the record, and freezing was half the cost of building one.
+  return adopt ? rec : Object.freeze(rec);
 }
 
 /** A copy of `a` with some fields replaced (for import/export policy). Not interned. */
@@ -642,6 +645,11 @@ export class AttrInterner {
     return id === EMPTY_SLOT ? 0 : this.refs[id];
   }
 
+  /** `a` as a held set's record: frozen (adoptAttrs leaves the decoder's records unfrozen until then). */
+  private keep(a: AttrRecord): AttrRecord {
+    return Object.isFrozen(a) ? a : Object.freeze(a);
+  }
+
   private live(id: number, what: string): void {
     if (!(id >= 0 && id < this.byId.length && this.refs[id] > 0)) {
       throw new AttrError(what === 'unknown' ? `unknown attribute id ${id}` : `${what} of unknown attribute id ${id}`);
@@ -711,7 +719,7 @@ export class AttrInterner {
       if (this.holds(id, a)) {
         this.refs[id]++;
         // A caller that keeps its record (intern) gives the content its record when none was made yet.
-        if (keep && this.byId[id] === undefined) this.byId[id] = a;
+        if (keep && this.byId[id] === undefined) this.byId[id] = this.keep(a);
         return id;
       }
     }
@@ -734,7 +742,7 @@ export class AttrInterner {
     w[o + R_NH] = a.nextHop;
     w[o + R_COMM] = a.comm;
     w[o + R_RARE] = a.rareAttrs;
-    this.byId[id] = keep ? a : undefined;
+    this.byId[id] = keep ? this.keep(a) : undefined;
     this.refs[id] = 1;
     this.count++;
     const slots = mask + 1;

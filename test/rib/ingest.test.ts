@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { IP, Prefix, formatPrefix, parseIP, parsePrefix, prefixContainsIP, prefixOf, type Family } from '../../src/net/ip.ts';
 import {
-  AttrError, AttrInterner, asSequence, asSet, attrsEqual, makeAttrs, withAttrs, type AttrsInit, type PathAttrs,
+  AttrError, AttrInterner, adoptAttrs, asSequence, asSet, attrsEqual, makeAttrs, withAttrs, type AttrsInit, type PathAttrs,
 } from '../../src/rib/attrs.ts';
 import type { Path, PeerInfo } from '../../src/rib/bestpath.ts';
 import { PrefixList } from '../../src/rib/prefixlist.ts';
@@ -896,6 +896,25 @@ t.test('AttrInterner: a set interned by id is held as a row, and its record made
   const reused = I.internId(makeAttrs({ nextHop: nh4, med: 1234 }));
   t.equal(reused, ids[1], 'the freed id is reused');
   t.equal(I.get(reused).med, 1234, 'with the new content, not the old record');
+});
+
+t.test('AttrInterner: a decoded record is frozen when it becomes a held set\'s record, and not before', async (t) => {
+  const I = new AttrInterner();
+  const decoded = adoptAttrs({ nextHop: nh4, med: 5, communities: [1] });
+  t.notOk(Object.isFrozen(decoded), 'adoptAttrs (the decoder) leaves its record unfrozen');
+  const id = I.internId(decoded);
+  t.not(I.get(id), decoded, 'internId keeps a row, not the decoded record');
+  t.ok(Object.isFrozen(I.get(id)), 'the record made from the row is frozen');
+  t.notOk(Object.isFrozen(decoded), 'and the decoded one is left as it was');
+  const kept = adoptAttrs({ nextHop: nh4, med: 6 });
+  t.equal(I.intern(kept), kept, 'intern keeps a new content\'s record');
+  t.ok(Object.isFrozen(kept), 'frozen as it becomes the held record');
+  const other = adoptAttrs({ nextHop: nh4, med: 7 });
+  const oid = I.internId(other);
+  const again = adoptAttrs({ nextHop: nh4, med: 7 });
+  t.equal(I.internId(again, true), oid);
+  t.equal(I.get(oid), again, 'kept on a hit too, when no record was made yet');
+  t.ok(Object.isFrozen(again));
 });
 
 t.test('AttrInterner: two contents with the same hash are kept apart', async (t) => {
