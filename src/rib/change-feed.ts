@@ -138,6 +138,11 @@ export abstract class ChangeFeed extends PathStore {
   private spareLog: PendingLog | null = new PendingLog();
   private emptyScratch = new Int32Array(1024);
   private scheduled = false;
+  // Made once: an arrow function written inside capture() made V8 allocate capture's context (it holds `this`) on
+  // every call, taken or not: 56 bytes per prefix, 60 MB of a full table's load.
+  private readonly scheduledFlush = (): void => {
+    this.flush();
+  };
   private mutationCount = 0; // best-path-relevant changes seen by capture(), for RibChangeBatch.sourceAt
   private readonly view: BatchView = {
     prefix: (key) => this.tables[key & 1].sharedPrefix(key >>> 1),
@@ -281,7 +286,7 @@ export abstract class ChangeFeed extends PathStore {
     }
     if (this.log.n === 1 && this.schedule && !this.scheduled) {
       this.scheduled = true;
-      this.schedule(() => this.flush());
+      this.schedule(this.scheduledFlush);
     }
   }
 
