@@ -6,6 +6,8 @@
 //
 //   npm run bench:bgp-core -- [--table FILE] [--order replay|bird] [--rounds N] [--chunk BYTES] [--seed N]
 //                             [--cpu-prof FILE]   (a V8 CPU profile of the rounds alone, not the table's setup)
+//                             [--alloc-prof FILE]   (a sampling heap profile of the rounds, counting what the GCs
+//                                                    collected too: every allocation, by function; prints the top)
 //                             [--stream FILE]   (the encoded stream: read from FILE when it is there, else written to it;
 //                                                for A/B runs, which then skip the encoding)
 //
@@ -19,6 +21,7 @@
 // last round) and the counts the RIB ends with, which are checked against the table.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
+import { summarizeAllocations, type SamplingProfile } from './lib/allocprofile.ts';
 import { parseArgs } from 'node:util';
 import { DecodeScratch, decodeMessageAt, encodeUpdates, Framer, type DecodeOptions } from '../src/bgp/codec/index.ts';
 import { Importer } from '../src/bgp/peer-import.ts';
@@ -40,6 +43,7 @@ const { values } = parseArgs({
     chunk: { type: 'string', default: '65536' },
     seed: { type: 'string', default: '1' },
     'cpu-prof': { type: 'string' },
+    'alloc-prof': { type: 'string' },
     stream: { type: 'string' },
   },
 });
@@ -160,6 +164,14 @@ if (profiler) {
   await post(profiler, 'Profiler.enable');
   await post(profiler, 'Profiler.start');
 }
+const allocs = values['alloc-prof'] ? new Session() : null;
+if (allocs) {
+  allocs.connect();
+  await post(allocs, 'HeapProfiler.enable');
+  await new Promise<void>((res, rej) => allocs.post('HeapProfiler.startSampling', {
+    samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true,
+  }, (err) => (err ? rej(err) : res())));
+}
 const cpu: number[] = [];
 const wall: number[] = [];
 let last = { prefixes: 0, best: 0 };
@@ -180,6 +192,13 @@ if (profiler) {
   const { profile } = await post(profiler, 'Profiler.stop') as { profile: unknown };
   writeFileSync(values['cpu-prof']!, JSON.stringify(profile));
   console.log(`CPU profile of the rounds: ${values['cpu-prof']}`);
+}
+if (allocs) {
+  const { profile } = await post(allocs, 'HeapProfiler.stopSampling') as { profile: SamplingProfile };
+  writeFileSync(values['alloc-prof']!, JSON.stringify(profile));
+  const sum = summarizeAllocations(profile, 10);
+  console.log(`allocation profile of the rounds: ${values['alloc-prof']} (${(sum.totalBytes / 2 ** 20 / rounds).toFixed(1)} MB sampled per round)`);
+  for (const f of sum.functions) console.log(`  ${(f.bytes / 2 ** 20 / rounds).toFixed(1).padStart(7)} MB/round ${f.pct.toFixed(1).padStart(5)}%  ${f.name}`);
 }
 const heapMB = process.memoryUsage().heapUsed / 2 ** 20;
 console.log(JSON.stringify({

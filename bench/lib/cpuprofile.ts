@@ -33,7 +33,7 @@ export interface ProfileSummary {
   files: ProfileEntry[];
 }
 
-const shortUrl = (url: string) => {
+export const shortUrl = (url: string) => {
   const i = url.indexOf('/src/');
   if (i >= 0) return url.slice(i + 1);
   const n = url.lastIndexOf('node_modules/');
