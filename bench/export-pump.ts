@@ -17,7 +17,8 @@ import { parseArgs } from 'node:util';
 import { encodeUpdate } from '../src/bgp/codec/index.ts';
 import { ExportQueue, type ExportSession } from '../src/bgp/export-queue.ts';
 import { IP, prefixOf, type Prefix } from '../src/net/ip.ts';
-import { AttrInterner, asSequence, makeAttrs, type PathAttrs } from '../src/rib/attrs.ts';
+import { asSequence, makeAttrs, type PathAttrs } from '../src/rib/attrs.ts';
+import { AttrInterner } from '../src/rib/interner.ts';
 
 const { values: o } = parseArgs({
   options: {

@@ -10,7 +10,8 @@
 // line is JSON.
 import { parseArgs } from 'node:util';
 import { parseIP } from '../src/net/ip.ts';
-import { AttrInterner, Origin, asSequence, makeAttrs, type PathAttrs } from '../src/rib/attrs.ts';
+import { Origin, asSequence, makeAttrs, type PathAttrs } from '../src/rib/attrs.ts';
+import { AttrInterner } from '../src/rib/interner.ts';
 import type { PrefixList } from '../src/rib/prefixlist.ts';
 import { Rib } from '../src/rib/rib.ts';
 import { generateTable, mulberry32 } from '../src/rib/tablegen.ts';

@@ -9,7 +9,8 @@
 // The id stays the prefix's while any Adj-RIB-Out holds it: every entry pins its record (a count per record in the
 // RIB), and a record is recycled only once it has no paths, is out of the change batch and no Adj-RIB-Out pins it.
 import type { Family, Prefix } from '../net/ip.ts';
-import type { AttrInterner, PathAttrs } from './attrs.ts';
+import type { PathAttrs } from './attrs.ts';
+import type { AttrInterner } from './interner.ts';
 import type { Path } from './bestpath.ts';
 import type { ExportPolicy, ExportUpdate, RibChange } from './types.ts';
 

@@ -2,7 +2,8 @@
 // policy's verdict) in the per-family tables, and best-path selection, which keeps each prefix's list best first.
 // Its own file: this is the ingest path; the change feed (change-feed.ts) and the facade (rib.ts) build on it.
 import { type Prefix, ipEquals } from '../net/ip.ts';
-import { AttrInterner, defaultInterner, type PathAttrs } from './attrs.ts';
+import { type PathAttrs } from './attrs.ts';
+import { AttrInterner, defaultInterner } from './interner.ts';
 import { selectBest, type BestPathOptions, type Path, type PeerInfo } from './bestpath.ts';
 import type { PrefixList } from './prefixlist.ts';
 import { Table } from './table.ts';

@@ -17,7 +17,8 @@
 // remembered), and flush() delivers the net effect of the batch. A caller-supplied scheduler decides when flush
 // runs (setImmediate, a microtask, or never and the caller flushes by hand).
 import { type Family, IP, Prefix } from '../net/ip.ts';
-import type { AttrInterner, PathAttrs } from './attrs.ts';
+import type { PathAttrs } from './attrs.ts';
+import type { AttrInterner } from './interner.ts';
 import type { Path } from './bestpath.ts';
 import type { Table } from './table.ts';
 import { STALE } from './entry-pool.ts';

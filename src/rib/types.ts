@@ -1,7 +1,8 @@
 // The types the RIB's parts and its Adj-RIB-Outs all speak (src/rib/rib.ts re-exports them): what an import and an
 // export policy are, one best-path change, what is to be sent to one peer, the RIB's options and a source's counts.
 import type { Prefix } from '../net/ip.ts';
-import type { AttrInterner, PathAttrs } from './attrs.ts';
+import type { PathAttrs } from './attrs.ts';
+import type { AttrInterner } from './interner.ts';
 import type { BestPathOptions, Path } from './bestpath.ts';
 import type { TrieOptions } from './trie.ts';
 

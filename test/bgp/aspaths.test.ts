@@ -5,9 +5,9 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { IP, prefixOf, type Prefix } from '../../src/net/ip.ts';
 import {
-  AttrInterner, SegmentType, adoptAttrs, asPathFacts, asPathLength, asSequence, asSet, attrsEqual, makeAttrs,
-  neighbourAs, normaliseAsPath, type AsPath, type AsPathSegment, type AttrsInit, type PathAttrs,
+  SegmentType, adoptAttrs, asPathFacts, asPathLength, asSequence, asSet, attrsEqual, makeAttrs, neighbourAs, normaliseAsPath, type AsPath, type AsPathSegment, type AttrsInit, type PathAttrs,
 } from '../../src/rib/attrs.ts';
+import { AttrInterner } from '../../src/rib/interner.ts';
 import { AsPathCache, hashBytes } from '../../src/bgp/codec/aspaths.ts';
 import {
   DecodeScratch, decodeMessage, encodeUpdate, encodeUpdates, type DecodeOptions, type DecodeResult, type UpdateMessage,

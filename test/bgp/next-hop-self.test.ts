@@ -7,7 +7,8 @@ import {
   EncodeError, NEXT_HOP_SELF4, NEXT_HOP_SELF6, UpdatePacker, decodeMessage, type PackOptions,
 } from '../../src/bgp/codec/index.ts';
 import { IP, parseIP, parsePrefix, prefixOf, type Prefix } from '../../src/net/ip.ts';
-import { AttrInterner, attrsEqual, makeAttrs, withAttrs, type PathAttrs } from '../../src/rib/attrs.ts';
+import { attrsEqual, makeAttrs, withAttrs, type PathAttrs } from '../../src/rib/attrs.ts';
+import { AttrInterner } from '../../src/rib/interner.ts';
 import { attrs4, attrs6, prefix4, prefix6 } from './codec-helpers.ts';
 
 const hostV4 = fc.integer({ min: 0x01000000, max: 0xdfffffff }).map((w) => new IP(4, w));

@@ -2,9 +2,9 @@ import t from 'tap';
 import fc from 'fast-check';
 import { parseIP } from '../../src/net/ip.ts';
 import {
-  AttrError, AttrInterner, Origin, SegmentType, asPathLength, asSequence, asSet, attrsEqual, formatAsPath,
-  makeAttrs, neighbourAs, originAs, withAttrs, type AttrsInit, asPathFacts, normaliseAsPath, prependAs,
+  AttrError, Origin, SegmentType, asPathLength, asSequence, asSet, attrsEqual, formatAsPath, makeAttrs, neighbourAs, originAs, withAttrs, type AttrsInit, asPathFacts, normaliseAsPath, prependAs,
 } from '../../src/rib/attrs.ts';
+import { AttrInterner } from '../../src/rib/interner.ts';
 
 const nh = parseIP('10.0.0.1');
 

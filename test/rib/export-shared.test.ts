@@ -3,7 +3,8 @@
 import t from 'tap';
 import fc from 'fast-check';
 import { Prefix, formatPrefix, parseIP } from '../../src/net/ip.ts';
-import { AttrInterner, asSequence, makeAttrs, type PathAttrs } from '../../src/rib/attrs.ts';
+import { asSequence, makeAttrs, type PathAttrs } from '../../src/rib/attrs.ts';
+import { AttrInterner } from '../../src/rib/interner.ts';
 import type { Path, PeerInfo } from '../../src/rib/bestpath.ts';
 import { Rib, type ExportPolicy, type ExportUpdate, type RibChangeBatch } from '../../src/rib/rib.ts';
 import { Trie } from '../../src/rib/trie.ts';

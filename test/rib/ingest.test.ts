@@ -6,8 +6,9 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { IP, Prefix, formatPrefix, parseIP, parsePrefix, prefixContainsIP, prefixOf, type Family } from '../../src/net/ip.ts';
 import {
-  AttrError, AttrInterner, adoptAttrs, asSequence, asSet, attrsEqual, makeAttrs, withAttrs, type AttrsInit, type PathAttrs,
+  AttrError, adoptAttrs, asSequence, asSet, attrsEqual, makeAttrs, withAttrs, type AttrsInit, type PathAttrs,
 } from '../../src/rib/attrs.ts';
+import { AttrInterner } from '../../src/rib/interner.ts';
 import type { Path, PeerInfo } from '../../src/rib/bestpath.ts';
 import { PrefixList } from '../../src/rib/prefixlist.ts';
 import {

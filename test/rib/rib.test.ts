@@ -1,7 +1,8 @@
 import t from 'tap';
 import fc from 'fast-check';
 import { Prefix, formatPrefix, parseIP, parsePrefix, prefixContainsIP } from '../../src/net/ip.ts';
-import { AttrInterner, asSequence, attrsEqual, makeAttrs, withAttrs, type PathAttrs } from '../../src/rib/attrs.ts';
+import { asSequence, attrsEqual, makeAttrs, withAttrs, type PathAttrs } from '../../src/rib/attrs.ts';
+import { AttrInterner } from '../../src/rib/interner.ts';
 import { selectBest, type Path, type PeerInfo } from '../../src/rib/bestpath.ts';
 import { Rib, type ExportPolicy, type ExportUpdate, type ImportPolicy, type RibChange } from '../../src/rib/rib.ts';
 
