@@ -178,6 +178,7 @@ function isSortedUnique(xs: readonly number[]): boolean {
 /**
  * The record class: instances are what makeAttrs builds, so `instanceof` tells a normalised, hashed record from a
  * caller's AttrsInit without a side table. Every instance has the same fields in the same order (one hidden class).
+ * Exported for the interner (interner.ts), which makes records from its rows; everyone else uses makeAttrs.
  */
 export class AttrRecord implements PathAttrs {
   constructor(

@@ -10,7 +10,7 @@ import {
 const EMPTY_SLOT = -1;
 const TOMBSTONE = -2;
 
-// A held set's row in AttrInterner.rows: its fields, as a record has them, without the record.
+// A held set's row, ROW slots of a segment of AttrInterner.segs: its fields as a record has them, without the record.
 const ROW = 9;
 const R_HASH = 0;
 const R_BITS = 1; // origin | MED present << 2 | LOCAL_PREF present << 3
@@ -36,8 +36,8 @@ const bitsOf = (a: AttrRecord): number => a.origin | (a.med === undefined ? 0 : 
  * content and takes a reference; release() drops one, and the set leaves the table at zero. Each held set has a
  * small integer id (reused after release) so that compact stores hold a uint32 instead of an object pointer.
  *
- * A held set is a row of one array (its fields as a record has them: a few numbers and pointers to shared paths,
- * next hops and lists), and its record is made when first asked for (get, intern). A full table's ~350k sets are
+ * A held set is a row in an array segment (its fields as a record has them: a few numbers and pointers to shared
+ * paths, next hops and lists), and its record is made when first asked for (get, intern). A full table's ~350k sets are
  * interned by id from records that the decoder has just built and nobody keeps: stored as records, each one
  * survived two young-generation collections, copied each time, and a table load's GC was mostly that copying.
  * The index is typed arrays: an open-addressing table (linear probing on the hash, load at most 1/2) of ids.
