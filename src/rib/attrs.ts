@@ -1,8 +1,9 @@
-// BGP path attributes as immutable records, and an interner that hash-conses them.
+// BGP path attributes as immutable records (the interner that hash-conses them is interner.ts).
 //
 // A full table has ~1.3M routes but only ~350k distinct attribute sets, so every route refers to one shared,
-// interned set by its id; the interner holds a set as a row and makes its one record when it is read. Records are normalised on construction (set-like lists sorted and de-duplicated,
-// adjacent AS_SEQUENCE segments joined) so that equal meaning gives equal content and therefore one instance.
+// interned set by its id; the interner holds a set as a row and makes its one record when it is read. Records are
+// normalised on construction (set-like lists sorted and de-duplicated, adjacent AS_SEQUENCE segments joined) so
+// that equal meaning gives equal content and therefore one instance.
 import { IP, ipEquals } from '../net/ip.ts';
 
 // ---- types --------------------------------------------------------------------------------------------------
