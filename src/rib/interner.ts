@@ -3,7 +3,7 @@
 // the RIB keeps one of each content, as rows rather than objects.
 import type { IP } from '../net/ip.ts';
 import {
-  AttrError, AttrRecord, attrsEqual, commEq, ipEq, makeAttrs, pathEq, rareEq,
+  AttrError, AttrRecord, commEq, ipEq, makeAttrs, pathEq, rareEq,
   type AsPath, type AsPathFacts, type AttrsInit, type Origin, type PathAttrs, type RareAttrs,
 } from './attrs.ts';
 
@@ -153,10 +153,8 @@ export class AttrInterner {
     return rec;
   }
 
-  /** Whether held set `id` has `a`'s content (its hash already matched). */
+  /** Whether held set `id` has `a`'s content (its hash already matched): the row has it, record made or not. */
   private holds(id: number, a: AttrRecord): boolean {
-    const b = this.byId[id];
-    if (b !== undefined) return b === a || attrsEqual(b, a);
     const w = this.segs[id >>> SEG_SHIFT];
     const o = (id & (ROWS_PER_SEG - 1)) * ROW;
     return w[o + R_BITS] === bitsOf(a) && w[o + R_MED] === ((a.med ?? 0) | 0) && w[o + R_LP] === ((a.localPref ?? 0) | 0) &&
@@ -179,7 +177,7 @@ export class AttrInterner {
   }
 
   private acquire(input: PathAttrs | AttrsInit, keep: boolean): number {
-    // A record built by makeAttrs is frozen and carries its hash; anything else is normalised first.
+    // A record (makeAttrs, adoptAttrs) is normalised and carries its hash; anything else is normalised first.
     const a = input instanceof AttrRecord ? input : (makeAttrs(input) as AttrRecord);
     const index = this.index;
     const mask = this.mask;
