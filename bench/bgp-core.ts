@@ -8,6 +8,8 @@
 //                             [--cpu-prof FILE]   (a V8 CPU profile of the rounds alone, not the table's setup)
 //                             [--alloc-prof FILE]   (a sampling heap profile of the rounds, counting what the GCs
 //                                                    collected too: every allocation, by function; prints the top)
+//                             [--stages]   (the rounds cut into cumulative stages: framing, decoding, the RIB's
+//                                           work per prefix, interning the table's attribute sets; bench/lib/stages.ts)
 //                             [--stream FILE]   (the encoded stream: read from FILE when it is there, else written to it;
 //                                                for A/B runs, which then skip the encoding)
 //
@@ -35,6 +37,8 @@ import type { PrefixList } from '../src/rib/prefixlist.ts';
 import { mulberry32 } from '../src/rib/tablegen.ts';
 import { RECEIVER_AS, SENDER_AS } from './lib/bgp-receivers.ts';
 import { loadFullTable, planTable, runCommunity } from './lib/full-table.ts';
+import { STAGES, stageOrder, stageSplit, type Stage, type StageSplit } from './lib/stages.ts';
+import type { ScratchUpdate } from '../src/bgp/codec/decode-state.ts';
 
 const { values } = parseArgs({
   options: {
@@ -46,6 +50,7 @@ const { values } = parseArgs({
     'cpu-prof': { type: 'string' },
     'alloc-prof': { type: 'string' },
     stream: { type: 'string' },
+    stages: { type: 'boolean', default: false },
   },
 });
 if (values.order !== 'replay' && values.order !== 'bird') throw new Error('--order must be replay or bird');
@@ -120,7 +125,7 @@ const peer = {
 } as unknown as PeerState;
 const families = ['ipv4', 'ipv6'] as const;
 
-function round(): { cpuMs: number; wallMs: number; prefixes: number; best: number } {
+function round(stage: Stage = 'full'): { cpuMs: number; wallMs: number; prefixes: number; best: number; messages: number } {
   // An interner of its own: the process-wide one would keep every earlier round's attribute sets.
   const rib = new Rib({ schedule: () => {}, interner: new AttrInterner() });
   rib.addSource(peer.source, { type: 'ebgp', routerId: 0x0a000002, address: parseIP('10.0.0.2'), asn: SENDER_AS });
@@ -133,11 +138,26 @@ function round(): { cpuMs: number; wallMs: number; prefixes: number; best: numbe
   scratch.borrowInput = true;
   const opts: DecodeOptions = { scratch, fourOctetAs: true, extendedMessage: false, external: true };
   const framer = new Framer();
-  const onFrame = (buf: Uint8Array, off: number, len: number): void => {
-    const r = decodeMessageAt(buf, off, len, opts);
-    if (r.action === 'notification') throw new Error(`decode: ${r.reason}`);
-    if (r.message.type === 'update') importer.update(peer, families, r.message, r.action);
-  };
+  let messages = 0;
+  // The 'shared' stage: every UPDATE of a family carries that family's first attribute set instead of its own.
+  let shared4: ScratchUpdate['attrs'] = null;
+  let shared6: ScratchUpdate['attrs'] = null;
+  const onFrame = stage === 'frame'
+    ? (): void => {
+      messages++;
+    }
+    : (buf: Uint8Array, off: number, len: number): void => {
+      const r = decodeMessageAt(buf, off, len, opts);
+      if (r.action === 'notification') throw new Error(`decode: ${r.reason}`);
+      messages++;
+      if (stage === 'decode' || r.message.type !== 'update') return;
+      const m = r.message as ScratchUpdate;
+      if (stage === 'shared' && m.attrs !== null) {
+        if (m.mpReach === null) m.attrs = shared4 ??= m.attrs;
+        else m.attrs = shared6 ??= m.attrs;
+      }
+      importer.update(peer, families, m, r.action);
+    };
   const c0 = process.cpuUsage();
   const t0 = performance.now();
   for (const c of chunks) {
@@ -147,8 +167,10 @@ function round(): { cpuMs: number; wallMs: number; prefixes: number; best: numbe
   }
   const wallMs = performance.now() - t0;
   const c = process.cpuUsage(c0);
+  if (messages !== updates) throw new Error(`${messages} messages framed of the stream's ${updates}`);
+  if (stage === 'frame' || stage === 'decode') return { cpuMs: (c.user + c.system) / 1000, wallMs, prefixes: prefixCount, best: prefixCount, messages };
   if (changes !== prefixCount) throw new Error(`the change feed delivered ${changes} changes for ${prefixCount} prefixes`);
-  return { cpuMs: (c.user + c.system) / 1000, wallMs, prefixes: rib.prefixCount, best: rib.size };
+  return { cpuMs: (c.user + c.system) / 1000, wallMs, prefixes: rib.prefixCount, best: rib.size, messages };
 }
 
 function post(s: Session, method: string): Promise<unknown> {
@@ -175,19 +197,42 @@ if (allocs) {
 }
 const cpu: number[] = [];
 const wall: number[] = [];
+// --stages: per stage, its rounds' wall and CPU times.
+const byStage = new Map<Stage, { cpu: number[]; wall: number[] }>(STAGES.map((s) => [s, { cpu: [], wall: [] }]));
 let last = { prefixes: 0, best: 0 };
 for (let i = 0; i < rounds; i++) {
-  // Each round from a collected heap (node --expose-gc, as npm run bench:bgp-core starts it): the last round's RIB
-  // is garbage and should not be marked on this round's time.
-  (globalThis as { gc?: () => void }).gc?.();
-  const r = round();
-  if (r.prefixes !== prefixCount || r.best !== prefixCount) {
-    throw new Error(`round ${i + 1}: the RIB holds ${r.prefixes} prefixes (${r.best} with a best path) of ${prefixCount}`);
+  const parts: string[] = [];
+  for (const stage of values.stages ? stageOrder(i) : ['full' as const]) {
+    // Each run from a collected heap (node --expose-gc, as npm run bench:bgp-core starts it): the last run's RIB
+    // is garbage and should not be marked on this run's time.
+    (globalThis as { gc?: () => void }).gc?.();
+    const r = round(stage);
+    if (r.prefixes !== prefixCount || r.best !== prefixCount) {
+      throw new Error(`round ${i + 1} (${stage}): the RIB holds ${r.prefixes} prefixes (${r.best} with a best path) of ${prefixCount}`);
+    }
+    byStage.get(stage)!.cpu.push(r.cpuMs);
+    byStage.get(stage)!.wall.push(r.wallMs);
+    if (stage === 'full') {
+      cpu.push(r.cpuMs);
+      wall.push(r.wallMs);
+      last = r;
+    }
+    parts.push(`${values.stages ? `${stage} ` : ''}${r.cpuMs.toFixed(0)} ms CPU, ${r.wallMs.toFixed(0)} ms wall`);
   }
-  cpu.push(r.cpuMs);
-  wall.push(r.wallMs);
-  last = r;
-  console.log(`round ${i + 1}: ${r.cpuMs.toFixed(0)} ms CPU, ${r.wallMs.toFixed(0)} ms wall`);
+  console.log(`round ${i + 1}: ${parts.join('; ')}`);
+}
+let stages: object | undefined;
+if (values.stages) {
+  const med = (k: 'cpu' | 'wall') => Object.fromEntries(STAGES.map((s) => [s, median(byStage.get(s)![k])])) as Record<Stage, number>;
+  const wallSplit = stageSplit(med('wall'));
+  const cpuSplit = stageSplit(med('cpu'));
+  const pct = (x: number) => `${((100 * x) / wallSplit.total).toFixed(0)}%`;
+  console.log(`stages (medians of wall time per round; CPU in brackets): framing ${wallSplit.framing.toFixed(0)} ms (${cpuSplit.framing.toFixed(0)}), ` +
+    `decoding ${wallSplit.decoding.toFixed(0)} ms ${pct(wallSplit.decoding)} (${cpuSplit.decoding.toFixed(0)}), ` +
+    `per prefix ${wallSplit.perPrefix.toFixed(0)} ms ${pct(wallSplit.perPrefix)} (${cpuSplit.perPrefix.toFixed(0)}), ` +
+    `interning ${wallSplit.interning.toFixed(0)} ms ${pct(wallSplit.interning)} (${cpuSplit.interning.toFixed(0)}), of ${wallSplit.total.toFixed(0)} ms`);
+  const r1 = (o: StageSplit) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Math.round(v)]));
+  stages = { wallMs: r1(wallSplit), cpuMs: r1(cpuSplit) };
 }
 if (profiler) {
   const { profile } = await post(profiler, 'Profiler.stop') as { profile: unknown };
@@ -204,5 +249,5 @@ if (allocs) {
 const heapMB = process.memoryUsage().heapUsed / 2 ** 20;
 console.log(JSON.stringify({
   bench: 'bgp-core', order: values.order, rounds, updates, prefixes: last.prefixes, best: last.best,
-  cpuMs: Math.round(median(cpu)), wallMs: Math.round(median(wall)), heapMB: Math.round(heapMB),
+  cpuMs: Math.round(median(cpu)), wallMs: Math.round(median(wall)), heapMB: Math.round(heapMB), ...(stages ? { stages } : {}),
 }));
