@@ -25,7 +25,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import { summarizeAllocations, type SamplingProfile } from './lib/allocprofile.ts';
 import { parseArgs } from 'node:util';
-import { DecodeScratch, decodeMessageAt, encodeUpdates, Framer, type DecodeOptions } from '../src/bgp/codec/index.ts';
+import { DecodeScratch, decodeFramedAt, encodeUpdates, Framer, type DecodeOptions } from '../src/bgp/codec/index.ts';
 import { Importer } from '../src/bgp/peer-import.ts';
 import type { PeerState } from '../src/bgp/peer.ts';
 import type { SpeakerConfig } from '../src/bgp/speaker-config.ts';
@@ -147,7 +147,7 @@ function round(stage: Stage = 'full'): { cpuMs: number; wallMs: number; prefixes
       messages++;
     }
     : (buf: Uint8Array, off: number, len: number): void => {
-      const r = decodeMessageAt(buf, off, len, opts);
+      const r = decodeFramedAt(buf, off, len, opts);
       if (r.action === 'notification') throw new Error(`decode: ${r.reason}`);
       messages++;
       if (stage === 'decode' || r.message.type !== 'update') return;

@@ -12,7 +12,7 @@ import { EventEmitter } from 'node:events';
 import * as net from 'node:net';
 import { IP, parseIP, formatIP } from '../net/ip.ts';
 import {
-  AS_TRANS, Afi, Safi, DecodeScratch, Framer, decodeMessageAt, encodeKeepalive, encodeNotification, encodeOpen,
+  AS_TRANS, Afi, Safi, DecodeScratch, Framer, decodeFramedAt, encodeKeepalive, encodeNotification, encodeOpen,
   encodeRouteRefresh, encodeEndOfRib, ErrorCode, HeaderSubcode, OpenSubcode, errorCodeName, errorSubcodeName, shutdownMessage, validateOpen,
   negotiatedOptions, peerAsOf, encodeCapability, MsgType, type Capability, type DecodeOptions, type DecodeResult,
   type OpenMessage, type UpdateMessage, type AttrProblem, type NotificationMessage,
@@ -577,7 +577,7 @@ export class Session extends EventEmitter<SessionEvents> {
 
   private onFrame(buf: Uint8Array, off: number, len: number): void {
     this.counters.messagesIn++;
-    const r = decodeMessageAt(buf, off, len, this.decodeOpts);
+    const r = decodeFramedAt(buf, off, len, this.decodeOpts);
     if (r.action === 'notification') {
       if (r.internal) this.log.error(`${this.name}: decoder bug: ${r.reason}`);
       else this.log.warn(`${this.name}: malformed message: ${r.reason}`);

@@ -1,10 +1,11 @@
 // Decoding in place: decodeMessageAt reads a message where it lies inside a larger buffer (the socket's chunk), and
-// Framer.pushAt hands out where each message lies instead of a view. Oracles: decodeMessage of the message on its
-// own, and Framer.push (views) over the same chunks.
+// Framer.pushAt hands out where each message lies instead of a view; decodeFramedAt decodes what a Framer handed
+// out without checking the header again. Oracles: decodeMessage of the message on its own, and Framer.push (views)
+// over the same chunks.
 import t from 'tap';
 import fc from 'fast-check';
 import type { PrefixList } from '../../src/rib/prefixlist.ts';
-import { DecodeScratch, Framer, decodeMessage, decodeMessageAt, type DecodeOptions, type DecodeResult } from '../../src/bgp/codec/index.ts';
+import { DecodeScratch, Framer, decodeFramedAt, decodeMessage, decodeMessageAt, type DecodeOptions, type DecodeResult } from '../../src/bgp/codec/index.ts';
 import { corpus, mutate } from './codec-fuzz-lib.ts';
 import { mulberry32 } from '../../src/rib/tablegen.ts';
 
@@ -61,4 +62,34 @@ t.test('property: Framer.pushAt finds the messages Framer.push does, over any ch
     }
     return viaViews.length === picks.length && JSON.stringify(viaAt) === JSON.stringify(viaViews);
   }), { seed: 29, numRuns: 300 });
+});
+
+t.test('property: whatever a Framer hands out, decodeFramedAt says of it what decodeMessage says, valid or mutated', async (t) => {
+  let framed = 0;
+  let refused = 0;
+  fc.assert(fc.property(fc.array(fc.nat(messages.length - 1), { minLength: 1, maxLength: 12 }), fc.integer({ min: 1, max: 300 }), fc.boolean(), fc.boolean(), (picks, cut, extendedMessage, scratch) => {
+    // Mutated messages among them: a broken header stops the Framer (it is never handed out), a wrong length cuts
+    // the stream elsewhere; whatever passes the Framer's check is what decodeFramedAt gets.
+    const stream = Buffer.concat(picks.map((i) => messages[i]!));
+    const opts = { fourOctetAs: true, extendedMessage };
+    const f = new Framer(opts);
+    const a = { ...opts, ...(scratch ? { scratch: new DecodeScratch() } : {}) };
+    const b = { ...opts, ...(scratch ? { scratch: new DecodeScratch() } : {}) };
+    let same = true;
+    for (let off = 0; off < stream.length; off += cut) {
+      const err = f.pushAt(stream.subarray(off, off + cut), (buf, o, len) => {
+        framed++;
+        const want = canon(decodeMessage(new Uint8Array(buf.subarray(o, o + len)), a));
+        if (canon(decodeFramedAt(buf, o, len, b)) !== want) same = false;
+      });
+      if (err) {
+        refused++;
+        t.equal(err.action, 'notification');
+        break;
+      }
+    }
+    return same;
+  }), { seed: 30, numRuns: 400 });
+  t.ok(framed > 1000, `${framed} framed messages compared`);
+  t.ok(refused > 0, `${refused} streams stopped by the Framer at a broken header`);
 });
