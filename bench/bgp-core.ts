@@ -168,7 +168,8 @@ function round(stage: Stage = 'full'): { cpuMs: number; wallMs: number; prefixes
   const wallMs = performance.now() - t0;
   const c = process.cpuUsage(c0);
   if (messages !== updates) throw new Error(`${messages} messages framed of the stream's ${updates}`);
-  if (stage === 'frame' || stage === 'decode') return { cpuMs: (c.user + c.system) / 1000, wallMs, prefixes: prefixCount, best: prefixCount, messages };
+  // (The framer and decoder stages leave the RIB empty: its counts are checked on the other two.)
+  if (stage === 'frame' || stage === 'decode') return { cpuMs: (c.user + c.system) / 1000, wallMs, prefixes: 0, best: 0, messages };
   if (changes !== prefixCount) throw new Error(`the change feed delivered ${changes} changes for ${prefixCount} prefixes`);
   return { cpuMs: (c.user + c.system) / 1000, wallMs, prefixes: rib.prefixCount, best: rib.size, messages };
 }
@@ -207,7 +208,7 @@ for (let i = 0; i < rounds; i++) {
     // is garbage and should not be marked on this run's time.
     (globalThis as { gc?: () => void }).gc?.();
     const r = round(stage);
-    if (r.prefixes !== prefixCount || r.best !== prefixCount) {
+    if ((stage === 'shared' || stage === 'full') && (r.prefixes !== prefixCount || r.best !== prefixCount)) {
       throw new Error(`round ${i + 1} (${stage}): the RIB holds ${r.prefixes} prefixes (${r.best} with a best path) of ${prefixCount}`);
     }
     byStage.get(stage)!.cpu.push(r.cpuMs);

@@ -102,7 +102,8 @@ export function decodeMessageAt(buf: Uint8Array, off: number, n: number, opts: D
 /**
  * decodeMessageAt for a message a Framer (under the same options) has handed out: the Framer checked its header
  * (marker, length, type) when the header came in and cut the message to its length, so only the body is decoded.
- * A session's every message takes this path; checking each header twice was a tenth of a one-prefix UPDATE's decode.
+ * A session's every message takes this path (checking each header twice was ~2% of the CPU of a table sent one
+ * prefix per UPDATE).
  */
 export function decodeFramedAt(buf: Uint8Array, off: number, n: number, opts: DecodeOptions = {}): DecodeResult {
   return decodeAt(buf, off, n, opts, false);
