@@ -4,8 +4,9 @@ import t from 'tap';
 import { parseBirdRoutes, parseBirdProtocol } from '../kit/interop/bird-peer.ts';
 import { normalizeFrrRoutes } from '../kit/interop/frr-peer.ts';
 import { interopGate, gateDecision } from '../kit/interop/gate.ts';
-import { normalizeGobgpRib } from '../kit/interop/gobgp-peer.ts';
-import { createLink } from '../kit/interop/netns.ts';
+import { isDialTimeout, normalizeGobgpRib, retryDialTimeouts } from '../kit/interop/gobgp-peer.ts';
+import { createLink, exec } from '../kit/interop/netns.ts';
+import { BIN } from '../kit/interop/prereqs.ts';
 import { startPeer } from '../kit/interop/start-peer.ts';
 import { waitFor } from '../kit/interop/wait-for.ts';
 
@@ -66,7 +67,38 @@ t.test('parsers and gate (no daemons)', async (t) => {
   t.match(gateDecision([]), { fail: false, skip: false });
 });
 
+t.test('gobgp CLI: a failed dial is retried, any other answer is not (no daemons)', async (t) => {
+  const deadline = { code: 1, stdout: '{"error":"context deadline exceeded"}\n', stderr: '' };
+  const refused = { code: 1, stdout: '', stderr: 'rpc error: code = NotFound desc = not found neighbor 10.0.0.9' };
+  const ok = { code: 0, stdout: '[]', stderr: '' };
+  t.ok(isDialTimeout(deadline) && isDialTimeout({ code: 1, stdout: '', stderr: 'context deadline exceeded\n' }));
+  t.notOk(isDialTimeout(refused), 'an answer from gobgpd is not a dial failure');
+  t.notOk(isDialTimeout({ ...deadline, code: 0 }), 'a command that succeeded is never run again');
+  const script = (answers: typeof ok[]) => {
+    let calls = 0;
+    return { run: async () => answers[Math.min(calls++, answers.length - 1)], calls: () => calls };
+  };
+  let s = script([deadline, deadline, ok]);
+  t.match(await retryDialTimeouts(s.run, 5, 1), { code: 0, stdout: '[]', attempts: 3 });
+  t.equal(s.calls(), 3, 'run until gobgpd answers');
+  s = script([refused, ok]);
+  t.match(await retryDialTimeouts(s.run, 5, 1), { code: 1, attempts: 1 });
+  t.equal(s.calls(), 1, "gobgpd's own error is the answer");
+  s = script([deadline]);
+  t.match(await retryDialTimeouts(s.run, 4, 1), { code: 1, attempts: 4 });
+  t.equal(s.calls(), 4, 'gives up after the attempts it was given');
+});
+
 const gate = interopGate(t, ['bird', 'gobgp', 'frr']);
+
+t.test('gobgp CLI with no gobgpd behind the port: the failure the retry is for', { skip: gate }, async (t) => {
+  // The classifier must match what this CLI prints, not what we think it prints: ask a port nothing listens on.
+  for (const json of [false, true]) {
+    const r = await exec(BIN.gobgp, ['-u', '127.0.0.1', '-p', '1', ...(json ? ['neighbor', '-j'] : ['global'])], { check: false, timeoutMs: 10_000 });
+    t.not(r.code, 0, `exits non-zero${json ? ' (-j)' : ''}`);
+    t.ok(isDialTimeout(r), `read as a dial failure: ${JSON.stringify((r.stderr || r.stdout).trim())}`);
+  }
+});
 
 t.test('BIRD <-> GoBGP over veth: session, routes both ways, withdrawals', { skip: gate }, async (t) => {
   const link = await createLink({ name: 'bg', t });

@@ -24,6 +24,28 @@ import { BIN } from './prereqs.ts';
 
 let grpcPortCounter = 0;
 
+/**
+ * Whether a gobgp CLI run failed at its own connect: it gives gobgpd's gRPC API a fixed 1 s to accept (newClient in
+ * GoBGP's cmd/gobgp/common.go: a dial with grpc.WithBlock under context.WithTimeout(ctx, time.Second)) and prints
+ * "context deadline exceeded" (as {"error": ...} with -j). On a machine running the whole CI at once, a gobgpd
+ * just restarted after kill -9 missed that second and the test read it as gobgpd's answer. The dial comes before the
+ * request, so a command that failed this way was never sent and is safe to run again.
+ */
+export function isDialTimeout(r: { code: number; stdout: string; stderr: string }): boolean {
+  return r.code !== 0 && /context deadline exceeded/i.test(`${r.stderr}\n${r.stdout}`);
+}
+
+/** Runs `run` again (up to `attempts` in all, `pauseMs` apart) while it fails on the CLI's dial deadline. */
+export async function retryDialTimeouts<R extends { code: number; stdout: string; stderr: string }>(
+  run: () => Promise<R>, attempts = 5, pauseMs = 200,
+): Promise<R & { attempts: number }> {
+  for (let n = 1; ; n++) {
+    const r = await run();
+    if (n >= attempts || !isDialTimeout(r)) return { ...r, attempts: n };
+    await new Promise((res) => setTimeout(res, pauseMs));
+  }
+}
+
 export class GobgpPeer extends BasePeer {
   readonly kind = 'gobgp' as const;
   private readonly port = 50051 + (++grpcPortCounter % 1000);
@@ -59,8 +81,11 @@ export class GobgpPeer extends BasePeer {
   }
 
   async gobgp(args: string[], check = true): Promise<string> {
-    const r = await this.ns.exec(BIN.gobgp, ['-u', '127.0.0.1', '-p', String(this.port), ...args], { check: false });
-    if (check && r.code !== 0) throw new Error(`gobgp ${args.join(' ')}: ${(r.stderr || r.stdout).trim()}`);
+    const r = await retryDialTimeouts(() => this.ns.exec(BIN.gobgp, ['-u', '127.0.0.1', '-p', String(this.port), ...args], { check: false }));
+    if (check && r.code !== 0) {
+      const also = r.attempts > 1 ? ` (${r.attempts} attempts: the CLI's 1 s dial deadline each time)` : '';
+      throw new Error(`gobgp ${args.join(' ')}: ${(r.stderr || r.stdout).trim()}${also}`);
+    }
     return r.stdout;
   }
 
