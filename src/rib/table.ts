@@ -51,6 +51,10 @@ const SHARED_PREFIXES = 1 << 16; // records per family whose Prefix object is ke
  * cache misses, ~0.5 us a prefix. New records are queued for the trie instead, and the queue goes in sorted, so
  * consecutive inserts share their path, the first time the trie is read (a longest-prefix match, a walk in prefix
  * order), which a table load never does.
+ *
+ * The index is lazy too, for a table sent in prefix order (most routers walk their own table to send it): a prefix
+ * after every prefix added so far cannot be held, so it gets a record with no probe, and the index takes those
+ * records in at the first lookup, built once at its final size instead of doubled again and again on the way.
  */
 export class Table {
   private trieStore: Trie;
@@ -65,6 +69,15 @@ export class Table {
   private top = 0;
   private freeHead = NONE;
   live = 0;
+  // Records [appendFrom, top) were added past every prefix the table had held (see append()), and are not in the
+  // index yet; -1 when every record is. The greatest prefix added since the index was last complete: its words
+  // (with the top bit flipped, so signed order is unsigned order) and length.
+  private appendFrom = NONE;
+  private max0 = -0x80000000;
+  private max1 = -0x80000000;
+  private max2 = -0x80000000;
+  private max3 = -0x80000000;
+  private maxLen = -1;
   // How many Adj-RIB-Outs hold each record (a segment made when its first record is held): a held record keeps
   // its id, so the Adj-RIB-Outs can be arrays indexed by it.
   private pinSegs: (Int32Array | undefined)[] = [];
@@ -99,6 +112,7 @@ export class Table {
   }
 
   findWords(w0: number, w1: number, w2: number, w3: number, len: number): number {
+    if (this.appendFrom !== NONE) this.completeIndex();
     const h = this.wpr === 1 ? hash4(w0, len) : hash6(w0, w1, w2, w3, len);
     const tag = h >>> 25;
     const index = this.index;
@@ -146,10 +160,74 @@ export class Table {
     this.index = index;
     this.mask = mask;
     this.used = this.live;
+    this.appendFrom = NONE;
+  }
+
+  /**
+   * Whether the prefix comes after every prefix added since the index was last complete, in (address, length)
+   * order, and so after every prefix the table holds: it cannot be held already.
+   */
+  private beyondMax(w0: number, w1: number, w2: number, w3: number, len: number): boolean {
+    const a = w0 ^ 0x80000000;
+    if (a !== this.max0) return a > this.max0;
+    if (this.wpr === 4) {
+      const b = w1 ^ 0x80000000;
+      if (b !== this.max1) return b > this.max1;
+      const c = w2 ^ 0x80000000;
+      if (c !== this.max2) return c > this.max2;
+      const d = w3 ^ 0x80000000;
+      if (d !== this.max3) return d > this.max3;
+    }
+    return len > this.maxLen;
+  }
+
+  private setMax(w0: number, w1: number, w2: number, w3: number, len: number): void {
+    this.max0 = w0 ^ 0x80000000;
+    this.max1 = w1 ^ 0x80000000;
+    this.max2 = w2 ^ 0x80000000;
+    this.max3 = w3 ^ 0x80000000;
+    this.maxLen = len;
+  }
+
+  /**
+   * A new record for a prefix that cannot be held (beyondMax), left out of the index until something looks a prefix
+   * up: a table arriving in prefix order (a router walking its own table) then costs no probe of the index per
+   * prefix, and the index is built once, at its final size, instead of being rebuilt at every doubling.
+   */
+  private append(w0: number, w1: number, w2: number, w3: number, len: number): number {
+    const r = this.top;
+    if (r >= MAX_RECORDS) throw new Error(`RIB: more than ${MAX_RECORDS} IPv${this.family} prefixes`);
+    if (r === this.segs.length * SEG) this.segs.push(new Int32Array(SEG * this.stride));
+    this.top++;
+    if (this.appendFrom === NONE) this.appendFrom = r;
+    this.setMax(w0, w1, w2, w3, len);
+    this.fill(r, w0, w1, w2, w3, len);
+    return r;
+  }
+
+  /** Put the appended records into the index: all at once when it must grow anyway, else one by one. */
+  private completeIndex(): void {
+    const from = this.appendFrom;
+    this.appendFrom = NONE;
+    if ((this.used + this.top - from) * 2 > this.index.length) {
+      this.rehash();
+      return;
+    }
+    const index = this.index;
+    const mask = this.mask;
+    for (let r = from; r < this.top; r++) {
+      if (!this.isLive(r)) continue;
+      const h = this.hashOf(r);
+      let k = h & mask;
+      while (index[k] >= 0) k = (k + 1) & mask;
+      if (index[k] === EMPTY_SLOT) this.used++;
+      index[k] = slotOf(h, r);
+    }
   }
 
   /** Take record `r` (whose prefix hashes to `h`) out of the index. */
   private unindex(r: number, h: number): void {
+    if (this.appendFrom !== NONE) this.completeIndex();
     const index = this.index;
     const mask = this.mask;
     for (let i = h & mask; ; i = (i + 1) & mask) {
@@ -256,6 +334,8 @@ export class Table {
    * not depend on each other overlap, where one findOrAddWords after another waits for every miss in turn.
    */
   touchList(words: Uint32Array, lens: Uint8Array, n: number): void {
+    // A list that starts past every prefix held is appended (findOrAddWords): nothing to read ahead.
+    if (this.wpr === 1 ? this.beyondMax(words[0] | 0, 0, 0, 0, lens[0]) : this.beyondMax(words[0] | 0, words[1] | 0, words[2] | 0, words[3] | 0, lens[0])) return;
     const index = this.index;
     const mask = this.mask;
     let sink = 0;
@@ -273,6 +353,8 @@ export class Table {
   }
 
   findOrAddWords(w0: number, w1: number, w2: number, w3: number, len: number): number {
+    if (this.beyondMax(w0, w1, w2, w3, len)) return this.append(w0, w1, w2, w3, len);
+    if (this.appendFrom !== NONE) this.completeIndex();
     if ((this.used + 1) * 2 > this.index.length) this.rehash();
     const h = this.wpr === 1 ? hash4(w0, len) : hash6(w0, w1, w2, w3, len);
     const tag = h >>> 25;
@@ -299,6 +381,12 @@ export class Table {
       this.used++;
     }
     index[slot] = slotOf(h, r);
+    this.fill(r, w0, w1, w2, w3, len);
+    return r;
+  }
+
+  /** A new record's words and length, live and queued for the trie. */
+  private fill(r: number, w0: number, w1: number, w2: number, w3: number, len: number): void {
     const s = this.segs[r >>> SEG_SHIFT];
     const o = (r & SEG_MASK) * this.stride;
     s[o] = w0;
@@ -319,7 +407,6 @@ export class Table {
       this.queue = q;
     }
     this.queue[this.queued++] = r;
-    return r;
   }
 
   pins(r: number): number {

@@ -128,3 +128,84 @@ t.test('reading the slots ahead changes no answer (IPv4 and IPv6)', async (t) =>
     t.pass(`IPv${family}: the same records, with and without reading ahead`);
   }
 });
+
+t.test('a table sent in prefix order is appended without the index, which is complete at the first lookup', async (t) => {
+  const n = 100_000;
+  const { words, lens } = randomPrefixes(n, 5);
+  // (address, length) order, as a router walking its own table sends it.
+  const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => words[a] - words[b] || lens[a] - lens[b]);
+  const table = new Table(4, undefined);
+  const ids = new Int32Array(n);
+  for (const i of order) ids[i] = table.findOrAddWords(words[i], 0, 0, 0, lens[i]);
+  t.equal(table.live, n, 'one record per prefix');
+  t.equal(table.indexSlots, 1024, 'the index was not touched: no probe, no rebuild');
+  t.equal(table.findOrAddWords(words[order[n - 1]], 0, 0, 0, lens[order[n - 1]]), ids[order[n - 1]], 'the last prefix again is the same record');
+  let wrong = 0;
+  for (let i = 0; i < n; i++) if (table.findWords(words[i], 0, 0, 0, lens[i]) !== ids[i]) wrong++;
+  t.equal(wrong, 0, 'every prefix found as its record');
+  t.ok(table.indexSlots >= 2 * n && table.indexSlots <= 8 * n, `the index built at its size at the first lookup (${table.indexSlots} slots)`);
+  t.equal(table.live, n, 'looking up adds nothing');
+});
+
+t.test('appending past the greatest prefix agrees with a Map under any mix of ordered runs, repeats and removals', async (t) => {
+  // A small universe, so runs overlap what is held, prefixes repeat, and removed records are recycled.
+  const arbPrefix = fc.record({ w: fc.array(fc.nat({ max: 5 }), { minLength: 4, maxLength: 4 }), len: fc.nat({ max: 3 }) });
+  const arbOp = fc.oneof(
+    fc.record({ op: fc.constant('run' as const), ps: fc.array(arbPrefix, { minLength: 1, maxLength: 12 }) }),
+    fc.record({ op: fc.constant('add' as const), ps: fc.array(arbPrefix, { minLength: 1, maxLength: 3 }) }),
+    fc.record({ op: fc.constant('remove' as const), pick: fc.nat() }),
+    fc.record({ op: fc.constant('find' as const), ps: fc.array(arbPrefix, { minLength: 1, maxLength: 3 }) }),
+  );
+  for (const family of [4, 6] as const) {
+    const wpr = family === 4 ? 1 : 4;
+    // Words spread over the whole uint32 range (the top bit too: the order is unsigned).
+    const word = (v: number) => (v * 0x33333333) >>> 0;
+    const wordsOf = (p: { w: number[] }) => [0, 1, 2, 3].map((k) => (k < wpr ? word(p.w[k]) : 0));
+    const cmp = (a: { w: number[]; len: number }, b: { w: number[]; len: number }) => {
+      const x = wordsOf(a);
+      const y = wordsOf(b);
+      for (let k = 0; k < 4; k++) if (x[k] !== y[k]) return x[k] - y[k];
+      return a.len - b.len;
+    };
+    fc.assert(fc.property(fc.array(arbOp, { maxLength: 40 }), (ops) => {
+      const table = new Table(family, undefined);
+      const held = new Map<string, number>();
+      const key = (p: { w: number[]; len: number }) => `${wordsOf(p).join('.')}/${p.len}`;
+      const add = (p: { w: number[]; len: number }): boolean => {
+        const [a, b, c, d] = wordsOf(p);
+        const r = table.findOrAddWords(a, b, c, d, p.len);
+        const k = key(p);
+        const had = held.get(k);
+        if (had !== undefined) return r === had;
+        if ([...held.values()].includes(r)) return false; // a new prefix must get a record of its own
+        held.set(k, r);
+        return true;
+      };
+      for (const o of ops) {
+        if (o.op === 'run') {
+          for (const p of [...o.ps].sort(cmp)) if (!add(p)) return false;
+        } else if (o.op === 'add') {
+          for (const p of o.ps) if (!add(p)) return false;
+        } else if (o.op === 'remove') {
+          if (held.size === 0) continue;
+          const [k, r] = [...held.entries()][o.pick % held.size];
+          table.remove(r);
+          held.delete(k);
+        } else {
+          for (const p of o.ps) {
+            const [a, b, c, d] = wordsOf(p);
+            if (table.findWords(a, b, c, d, p.len) !== (held.get(key(p)) ?? NONE)) return false;
+          }
+        }
+        if (table.live !== held.size) return false;
+      }
+      for (const [k, r] of held) {
+        const [ws, len] = k.split('/');
+        const [a, b, c, d] = ws.split('.').map(Number);
+        if (table.findWords(a, b, c, d, Number(len)) !== r) return false;
+      }
+      return true;
+    }), { numRuns: 300 });
+    t.pass(`IPv${family}: every answer the Map's`);
+  }
+});
