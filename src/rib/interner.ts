@@ -10,26 +10,34 @@ import {
 const EMPTY_SLOT = -1;
 const TOMBSTONE = -2;
 
-// A held set's row, ROW slots of a segment of AttrInterner.segs: its fields as a record has them, without the record.
-const ROW = 9;
-const R_HASH = 0;
-const R_BITS = 1; // origin | MED present << 2 | LOCAL_PREF present << 3
-const R_MED = 2; // int32
-const R_LP = 3; // int32
-const R_PATH = 4;
-const R_FACTS = 5;
-const R_NH = 6;
-const R_COMM = 7;
-const R_RARE = 8;
+// A held set's row: its numbers in NUMS slots of an Int32Array segment (numSegs), its pointers in PTRS slots of an
+// array segment (segs). Numbers kept in an array were boxed: a hash or a community of 2^30 and up is no small integer
+// in V8, so every new set stored one or two heap numbers beside its row, each copied by the young-generation
+// collector and then kept for good.
+const NUMS = 5;
+const N_HASH = 0;
+const N_BITS = 1; // origin | MED present << 2 | LOCAL_PREF present << 3 | one community (a number) << 4
+const N_MED = 2; // int32
+const N_LP = 3; // int32
+const N_COMM = 4; // the one community, as int32, when N_BITS says so
+const ROW = 5;
+const P_PATH = 0;
+const P_FACTS = 1;
+const P_NH = 2;
+const P_COMM = 3; // the communities when they are a list (none: an empty list)
+const P_RARE = 4;
 const MED_SET = 4;
 const LP_SET = 8;
-// Rows live in segments of ROWS_PER_SEG: a segment is made once, over V8's large-object size (so it is allocated
-// where it stays, never copied by the young-generation collector), and never grown: one array grown by appends
-// was copied at every growth, 25 MB at the end of a full table.
-const SEG_SHIFT = 12;
+const COMM_NUM = 16;
+// Rows live in segments of ROWS_PER_SEG: a segment is made once, its pointer array over V8's large-object size
+// (128 KiB: 8,192 rows of 5 compressed pointers are 160 KiB, so it is allocated where it stays, never copied by the
+// young-generation collector), and never grown: one array grown by appends was copied at every growth, 25 MB at the
+// end of a full table.
+const SEG_SHIFT = 13;
 const ROWS_PER_SEG = 1 << SEG_SHIFT;
 
-const bitsOf = (a: AttrRecord): number => a.origin | (a.med === undefined ? 0 : MED_SET) | (a.localPref === undefined ? 0 : LP_SET);
+const bitsOf = (a: AttrRecord): number =>
+  a.origin | (a.med === undefined ? 0 : MED_SET) | (a.localPref === undefined ? 0 : LP_SET) | (typeof a.comm === 'number' ? COMM_NUM : 0);
 
 /**
  * Hash-consing table for attribute sets with reference counts. intern() returns the one shared record for the
@@ -44,6 +52,7 @@ const bitsOf = (a: AttrRecord): number => a.origin | (a.med === undefined ? 0 : 
  */
 export class AttrInterner {
   private segs: unknown[][] = [];
+  private numSegs: Int32Array[] = [];
   // Records made so far, by id (undefined until asked for): the one instance per content while the set is held.
   private byId: (AttrRecord | undefined)[] = [];
   private refs = new Int32Array(256);
@@ -137,17 +146,19 @@ export class AttrInterner {
   private materialise(id: number): AttrRecord {
     const w = this.segs[id >>> SEG_SHIFT];
     const o = (id & (ROWS_PER_SEG - 1)) * ROW;
-    const bits = w[o + R_BITS] as number;
+    const v = this.numSegs[id >>> SEG_SHIFT];
+    const n = (id & (ROWS_PER_SEG - 1)) * NUMS;
+    const bits = v[n + N_BITS];
     const rec = Object.freeze(new AttrRecord(
-      w[o + R_HASH] as number,
+      v[n + N_HASH],
       (bits & 3) as Origin,
-      w[o + R_PATH] as AsPath,
-      w[o + R_NH] as IP | null,
-      bits & MED_SET ? (w[o + R_MED] as number) >>> 0 : undefined,
-      bits & LP_SET ? (w[o + R_LP] as number) >>> 0 : undefined,
-      w[o + R_COMM] as number | readonly number[],
-      w[o + R_RARE] as RareAttrs,
-      w[o + R_FACTS] as AsPathFacts,
+      w[o + P_PATH] as AsPath,
+      w[o + P_NH] as IP | null,
+      bits & MED_SET ? v[n + N_MED] >>> 0 : undefined,
+      bits & LP_SET ? v[n + N_LP] >>> 0 : undefined,
+      bits & COMM_NUM ? v[n + N_COMM] >>> 0 : (w[o + P_COMM] as readonly number[]),
+      w[o + P_RARE] as RareAttrs,
+      w[o + P_FACTS] as AsPathFacts,
     ));
     this.byId[id] = rec;
     return rec;
@@ -155,11 +166,15 @@ export class AttrInterner {
 
   /** Whether held set `id` has `a`'s content (its hash already matched): the row has it, record made or not. */
   private holds(id: number, a: AttrRecord): boolean {
+    const v = this.numSegs[id >>> SEG_SHIFT];
+    const n = (id & (ROWS_PER_SEG - 1)) * NUMS;
+    const bits = v[n + N_BITS];
+    if (bits !== bitsOf(a) || v[n + N_MED] !== ((a.med ?? 0) | 0) || v[n + N_LP] !== ((a.localPref ?? 0) | 0)) return false;
     const w = this.segs[id >>> SEG_SHIFT];
     const o = (id & (ROWS_PER_SEG - 1)) * ROW;
-    return w[o + R_BITS] === bitsOf(a) && w[o + R_MED] === ((a.med ?? 0) | 0) && w[o + R_LP] === ((a.localPref ?? 0) | 0) &&
-      pathEq(w[o + R_PATH] as AsPath, a.asPath) && ipEq(w[o + R_NH] as IP | null, a.nextHop) &&
-      commEq(w[o + R_COMM] as number | readonly number[], a.comm) && rareEq(w[o + R_RARE] as RareAttrs, a.rareAttrs);
+    // (The bits agree, so both communities are a number or both a list.)
+    return (bits & COMM_NUM ? v[n + N_COMM] === ((a.comm as number) | 0) : commEq(w[o + P_COMM] as readonly number[], a.comm)) &&
+      pathEq(w[o + P_PATH] as AsPath, a.asPath) && ipEq(w[o + P_NH] as IP | null, a.nextHop) && rareEq(w[o + P_RARE] as RareAttrs, a.rareAttrs);
   }
 
   /** The id of a set equal to `a`, or -1. */
@@ -206,18 +221,25 @@ export class AttrInterner {
       this.refs = bigger;
     }
     const k = id >>> SEG_SHIFT;
-    if (k === this.segs.length) this.segs.push(new Array<unknown>(ROWS_PER_SEG * ROW));
+    if (k === this.segs.length) {
+      this.segs.push(new Array<unknown>(ROWS_PER_SEG * ROW));
+      this.numSegs.push(new Int32Array(ROWS_PER_SEG * NUMS));
+    }
+    const v = this.numSegs[k];
+    const n = (id & (ROWS_PER_SEG - 1)) * NUMS;
+    const bits = bitsOf(a);
+    v[n + N_HASH] = h;
+    v[n + N_BITS] = bits;
+    v[n + N_MED] = (a.med ?? 0) | 0;
+    v[n + N_LP] = (a.localPref ?? 0) | 0;
+    v[n + N_COMM] = bits & COMM_NUM ? (a.comm as number) | 0 : 0;
     const w = this.segs[k];
     const o = (id & (ROWS_PER_SEG - 1)) * ROW;
-    w[o + R_HASH] = h;
-    w[o + R_BITS] = bitsOf(a);
-    w[o + R_MED] = (a.med ?? 0) | 0;
-    w[o + R_LP] = (a.localPref ?? 0) | 0;
-    w[o + R_PATH] = a.asPath;
-    w[o + R_FACTS] = a.facts;
-    w[o + R_NH] = a.nextHop;
-    w[o + R_COMM] = a.comm;
-    w[o + R_RARE] = a.rareAttrs;
+    w[o + P_PATH] = a.asPath;
+    w[o + P_FACTS] = a.facts;
+    w[o + P_NH] = a.nextHop;
+    w[o + P_COMM] = bits & COMM_NUM ? undefined : a.comm;
+    w[o + P_RARE] = a.rareAttrs;
     this.byId[id] = keep ? this.keep(a) : undefined;
     this.refs[id] = 1;
     this.count++;
@@ -237,7 +259,7 @@ export class AttrInterner {
     if (--this.refs[id] > 0) return;
     const w = this.segs[id >>> SEG_SHIFT];
     const o = (id & (ROWS_PER_SEG - 1)) * ROW;
-    const h = w[o + R_HASH] as number;
+    const h = this.numSegs[id >>> SEG_SHIFT][(id & (ROWS_PER_SEG - 1)) * NUMS + N_HASH];
     const index = this.index;
     const mask = this.mask;
     let i = h & mask;
@@ -245,7 +267,7 @@ export class AttrInterner {
     // A tombstone keeps later entries of the probe chain reachable; the next rehash clears them.
     index[2 * i] = TOMBSTONE;
     // The row's pointers go, so a freed id keeps nothing alive.
-    w[o + R_PATH] = w[o + R_FACTS] = w[o + R_NH] = w[o + R_COMM] = w[o + R_RARE] = undefined;
+    w[o + P_PATH] = w[o + P_FACTS] = w[o + P_NH] = w[o + P_COMM] = w[o + P_RARE] = undefined;
     this.byId[id] = undefined;
     this.freeIds.push(id);
     this.count--;
