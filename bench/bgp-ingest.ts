@@ -67,7 +67,7 @@ import { birdc, birdSessions, importedRoutes, startBird, type Sender } from './l
 import { summarizeProfile, type ProfileSummary } from './lib/cpuprofile.ts';
 import { loadFullTable, planTable, runCommunity, type Runs } from './lib/full-table.ts';
 import { finish, fmtS, log, monoOffset, now, r0, r1, r2 } from './lib/daemon-bench.ts';
-import { childrenCpuMs, cpuMs, peakRssMB, rssMB, threadCpuMs } from './lib/proc.ts';
+import { childrenCpuMs, cpuMs, mainThreadRunDelayMs, peakRssMB, rssMB, threadCpuMs } from './lib/proc.ts';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const REPLAY = join(repoRoot, 'bench/lib/bgp-replay.ts');
@@ -218,6 +218,8 @@ interface IngestResult {
    * background compiles; BIRD has one thread).
    */
   mainThreadCpuMs: number;
+  /** How long the main thread was ready to run but waited for a CPU (schedstat): wall time lost to contention. */
+  mainThreadWaitMs: number;
   peakRssMB: number;
   rssMB: number;
   polls: number;
@@ -320,6 +322,7 @@ async function fullTable(feedFor: (kind: Kind, link: Link) => Feed, links: Map<K
     const load1 = loadavg()[0];
     const cpu0 = cpuMs(rcv.pid);
     const main0 = threadCpuMs(rcv.pid).main;
+    const wait0 = mainThreadRunDelayMs(rcv.pid);
     const snd0 = feed.cpuMs();
     const poll0 = childrenCpuMs();
     const tStart = now();
@@ -339,6 +342,7 @@ async function fullTable(feedFor: (kind: Kind, link: Link) => Feed, links: Map<K
     }
     const cpu = cpuMs(rcv.pid) - cpu0;
     const mainCpu = threadCpuMs(rcv.pid).main - main0;
+    const mainWait = mainThreadRunDelayMs(rcv.pid) - wait0;
     const hwm = peakRssMB(rcv.pid);
     const rss = rssMB(rcv.pid);
     const snd1 = feed.cpuMs();
@@ -352,7 +356,7 @@ async function fullTable(feedFor: (kind: Kind, link: Link) => Feed, links: Map<K
     await feed.stop();
     const res: IngestResult = {
       ms: r0(ms), resolutionMs: r0(resolution), polledMs: r0(w.doneAt - t0),
-      prefixes: w.held, prefixesPerS: r0(expected / (ms / 1000)), cpuMs: r0(cpu), mainThreadCpuMs: r0(mainCpu), peakRssMB: r1(hwm), rssMB: r1(rss),
+      prefixes: w.held, prefixesPerS: r0(expected / (ms / 1000)), cpuMs: r0(cpu), mainThreadCpuMs: r0(mainCpu), mainThreadWaitMs: r0(mainWait), peakRssMB: r1(hwm), rssMB: r1(rss),
       polls: w.polls, pollCpuMs: r0(pollCpu),
       senderCpuMs: snd0 === null || snd1 === null ? null : r0(snd1 - snd0), sentMs: sentAt === null ? null : r0(sentAt - t0),
       connectMs: r0(t0 - tStart), load1: r1(load1),
@@ -369,7 +373,7 @@ async function fullTable(feedFor: (kind: Kind, link: Link) => Feed, links: Map<K
       `polls ${w.polls} = ${r0(pollCpu)} ms CPU`, `load ${r1(load1)}`,
     ].filter(Boolean).join(', ');
     log(`  ${kind.padEnd(12)} ${fmtS(ms).padStart(9)}  (${(res.prefixesPerS / 1000).toFixed(0)}k prefixes/s, ${res.resolutionMs ? `±${res.resolutionMs} ms` : 'exact'})` +
-      `  CPU ${fmtS(cpu)}${cpu - mainCpu >= 10 ? ` (main thread ${fmtS(mainCpu)})` : ''}  peak RSS ${r0(hwm)} MB  [${extra}]`);
+      `  CPU ${fmtS(cpu)}${cpu - mainCpu >= 10 ? ` (main thread ${fmtS(mainCpu)}${mainWait >= 10 ? `, ${fmtS(mainWait)} waiting for a CPU` : ''})` : ''}  peak RSS ${r0(hwm)} MB  [${extra}]`);
     if (res.profile) printProfile(res.profile);
   }
   return results;

@@ -67,6 +67,19 @@ export function comm(pid: number): string | null {
  * daemon the others are V8's helper threads (parallel and concurrent GC, background compiles) and libuv's pool;
  * BIRD has only a main thread. Threads that ended before the call are not counted (none do in the daemons here).
  */
+/**
+ * How long the process's main thread has waited for a CPU while it was ready to run (ms; the second field of
+ * /proc/PID/task/PID/schedstat, in ns): the part of a run's wall time lost to other threads and processes, as
+ * opposed to the time it had nothing to do.
+ */
+export function mainThreadRunDelayMs(pid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[1]) / 1e6;
+  } catch {
+    return 0; // no schedstat (a kernel without CONFIG_SCHED_INFO): reported as no delay
+  }
+}
+
 export function threadCpuMs(pid: number): { main: number; others: number } {
   let main = 0;
   let others = 0;
