@@ -40,6 +40,24 @@ export class EntryPool {
     return e;
   }
 
+  /** A new entry with all its fields: source, flags, received and effective attribute ids, no next. */
+  allocPath(src: number, flags: number, raw: number, eff: number): number {
+    let e = this.freeHead;
+    if (e !== NONE) this.freeHead = this.next(e);
+    else {
+      if (this.top === this.segs.length * SEG) this.segs.push(new Int32Array(SEG * 4));
+      e = this.top++;
+    }
+    this.live++;
+    const s = this.segs[e >>> SEG_SHIFT];
+    const o = (e & SEG_MASK) << 2;
+    s[o] = src | (flags << 16);
+    s[o + 1] = raw;
+    s[o + 2] = eff;
+    s[o + 3] = NONE;
+    return e;
+  }
+
   free(e: number): void {
     this.segs[e >>> SEG_SHIFT][(e & SEG_MASK) << 2] = 0;
     this.setNext(e, this.freeHead);

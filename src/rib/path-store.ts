@@ -214,16 +214,13 @@ export abstract class PathStore {
     if (head === NONE) {
       // A prefix with no paths yet (a table load): the new path is the list, and the best when it is a candidate.
       this.capture(fi, r, t);
-      const e = E.alloc(s);
-      t.setHead(r, e);
-      E.setRaw(e, rawId);
-      E.setEff(e, effId);
-      st.counts.received++;
+      t.setHead(r, E.allocPath(s, effId !== NONE ? BEST | MULTI : 0, rawId, effId));
+      const c = st.counts;
+      c.received++;
       st.received6 += fi;
       if (effId !== NONE) {
-        E.setFlags(e, BEST | MULTI);
-        st.counts.accepted++;
-        st.counts.best++;
+        c.accepted++;
+        c.best++;
       }
       return;
     }
