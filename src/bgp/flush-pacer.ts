@@ -36,6 +36,9 @@ export class FlushPacer {
   private queued = false;
   /** When the next flush may run. */
   private nextAt = -Infinity;
+  /** Bumped whenever a flush is arranged or run: a timer or turn arranged before then is stale and does nothing. */
+  private gen = 0;
+  private soonQueued = false;
 
   constructor(
     private readonly run: () => void,
@@ -48,17 +51,33 @@ export class FlushPacer {
   request(): void {
     if (this.queued) return;
     this.queued = true;
+    const g = ++this.gen;
     const wait = this.nextAt - this.clock.now();
-    if (wait <= 0) this.clock.soon(this.fire);
-    else this.clock.after(wait, this.fire);
+    if (wait <= 0) this.clock.soon(() => this.fire(g));
+    else this.clock.after(wait, () => this.fire(g));
   }
 
-  private readonly fire = (): void => {
+  /**
+   * A flush on the next turn whatever the pacing: the RIB asks when a batch has grown so large that holding it
+   * longer costs more than it saves (its records have left the CPU's caches by the time it is read). A flush
+   * already arranged for later is dropped; the pacing after this flush is as after any other.
+   */
+  requestSoon(): void {
+    if (this.soonQueued) return;
+    this.queued = true;
+    this.soonQueued = true;
+    const g = ++this.gen;
+    this.clock.soon(() => this.fire(g));
+  }
+
+  private fire(g: number): void {
+    if (g !== this.gen) return; // superseded by requestSoon
     this.queued = false;
+    this.soonQueued = false;
     const start = this.clock.now();
     this.nextAt = start + this.gapMs; // (set first: a flush that throws still paces the next)
     this.run();
     const end = this.clock.now();
     this.nextAt = Math.max(start + this.gapMs, end + Math.min((end - start) * this.busyFactor, BUSY_WAIT_MAX_MS));
-  };
+  }
 }

@@ -90,7 +90,7 @@ export class Speaker extends EventEmitter<SpeakerEvents> {
     super();
     // The RIB's own flush requests go through the same pacer as the speaker's (src/bgp/flush-pacer.ts).
     this.flushPacer = new FlushPacer(() => this.rib.flush(), opts.flushGapMs ?? FLUSH_GAP_MS);
-    this.rib = opts.rib ?? new Rib({ schedule: () => this.scheduleFlush() });
+    this.rib = opts.rib ?? new Rib({ schedule: () => this.scheduleFlush(), scheduleFull: () => this.flushPacer.requestSoon() });
     this.log = opts.logger ?? silentLogger;
     this.random = opts.random ?? Math.random;
     this.now = opts.now ?? Date.now;

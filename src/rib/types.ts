@@ -36,6 +36,11 @@ export interface RibOptions {
   bestPath?: BestPathOptions;
   /** Called once when a batch gets its first change; it must arrange for `flush` to run later. */
   schedule?: (flush: () => void) => void;
+  /**
+   * Called when a batch reaches FULL_BATCH changes (a table loading): `flush` should run on the next turn rather
+   * than when `schedule`'s pacing would have it. Without it, a batch waits for `schedule` whatever its size.
+   */
+  scheduleFull?: (flush: () => void) => void;
   /** Options for the Loc-RIB tries (e.g. a smaller rootBits for small tables and tests). */
   trie?: TrieOptions;
 }

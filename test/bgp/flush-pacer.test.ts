@@ -139,3 +139,61 @@ t.test('property: with flushes of any cost, flushes never overlap, are the gap a
   }));
   t.pass('held for every sequence');
 });
+
+t.test('requestSoon flushes on the next turn inside the gap and the busy hold, and a flush arranged before it does not run as well', async (t) => {
+  const clock = new FakeClock();
+  const at: number[] = [];
+  let cost = 0;
+  const p = new FlushPacer(() => {
+    at.push(clock.now());
+    clock.t += cost;
+  }, 10, clock);
+  cost = 20; // holds the next flush back 200 ms
+  p.request();
+  clock.advance(0);
+  t.same(at, [0]);
+  cost = 0;
+  p.request(); // arranged for 220
+  clock.advance(50);
+  p.requestSoon();
+  p.requestSoon();
+  clock.advance(50);
+  t.same(at, [0, 50], 'one flush, on the next turn after the ask');
+  clock.advance(219);
+  t.same(at, [0, 50], 'nothing more before the pacing allows');
+  clock.advance(400);
+  t.same(at, [0, 50], 'the flush arranged for 220 was dropped: it had nothing left to do');
+  p.request();
+  clock.advance(400);
+  t.same(at, [0, 50, 400], 'after a quiet spell, requests flush at once again');
+  p.request();
+  clock.advance(405);
+  t.same(at, [0, 50, 400], 'and the gap holds after a flush');
+  clock.advance(410);
+  t.same(at, [0, 50, 400, 410]);
+});
+
+t.test('property: with requestSoon mixed in, every request is flushed, no flush runs twice for one arrangement, and requestSoon is never held back', async (t) => {
+  fc.assert(fc.property(fc.array(fc.tuple(fc.integer({ min: 0, max: 30 }), fc.boolean()), { maxLength: 60 }), fc.integer({ min: 1, max: 20 }), (steps, gap) => {
+    const clock = new FakeClock();
+    const flushes: number[] = [];
+    const p = new FlushPacer(() => flushes.push(clock.now()), gap, clock);
+    const asks: { at: number; soon: boolean }[] = [];
+    for (const [dt, soon] of steps) {
+      clock.advance(clock.now() + dt);
+      asks.push({ at: clock.now(), soon });
+      if (soon) p.requestSoon();
+      else p.request();
+    }
+    clock.advance(clock.now() + 1000);
+    for (const a of asks) {
+      const first = flushes.find((f) => f >= a.at);
+      if (first === undefined) return false; // every ask is followed by a flush
+      if (a.soon && first !== a.at) return false; // at once (the fake clock's next turn is the same instant)
+      if (!a.soon && first > a.at + gap) return false;
+    }
+    // No more flushes than asks (a dropped arrangement does not fire as well).
+    return flushes.length <= asks.length;
+  }), { numRuns: 500 });
+  t.pass('held for any sequence');
+});

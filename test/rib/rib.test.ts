@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { Prefix, formatPrefix, parseIP, parsePrefix, prefixContainsIP } from '../../src/net/ip.ts';
 import { asSequence, attrsEqual, makeAttrs, withAttrs, type PathAttrs } from '../../src/rib/attrs.ts';
 import { AttrInterner } from '../../src/rib/interner.ts';
+import { FULL_BATCH } from '../../src/rib/change-feed.ts';
 import { selectBest, type Path, type PeerInfo } from '../../src/rib/bestpath.ts';
 import { Rib, type ExportPolicy, type ExportUpdate, type ImportPolicy, type RibChange } from '../../src/rib/rib.ts';
 
@@ -394,3 +395,32 @@ t.test('source registry', async (t) => {
 });
 
 
+
+t.test('a batch that reaches FULL_BATCH changes asks for a flush at once, once', async (t) => {
+  const scheduled: string[] = [];
+  let pending: (() => void) | null = null;
+  const rib = new Rib({
+    schedule: (flush) => { scheduled.push('paced'); pending = flush; },
+    scheduleFull: (flush) => { scheduled.push('full'); pending = flush; },
+  });
+  rib.addSource('p', { type: 'ebgp', routerId: 2, address: parseIP('192.0.2.2'), asn: 65002 });
+  let delivered = 0;
+  rib.subscribe((b) => { delivered += b.length; });
+  const a = makeAttrs({ nextHop: parseIP('192.0.2.2'), asPath: [asSequence(65002)] });
+  const prefix = (i: number) => new Prefix(4, (0x0a000000 + i * 256) >>> 0, 0, 0, 0, 24);
+  for (let i = 0; i < FULL_BATCH - 1; i++) rib.update('p', prefix(i), a);
+  t.same(scheduled, ['paced'], 'a batch under the bound waits for the paced flush');
+  rib.update('p', prefix(FULL_BATCH - 1), a);
+  t.same(scheduled, ['paced', 'full'], 'the change that fills it asks for a flush at once');
+  for (let i = FULL_BATCH; i < FULL_BATCH + 100; i++) rib.update('p', prefix(i), a);
+  t.same(scheduled, ['paced', 'full'], 'and only that one');
+  pending!();
+  t.equal(delivered, FULL_BATCH + 100, 'the flush delivers the whole batch');
+  rib.update('p', prefix(FULL_BATCH + 100), a);
+  t.same(scheduled, ['paced', 'full', 'paced'], 'the next batch starts paced again');
+  const plain = new Rib({ schedule: () => { scheduled.push('plain'); } });
+  plain.addSource('p', { type: 'ebgp', routerId: 2, address: parseIP('192.0.2.2'), asn: 65002 });
+  plain.subscribe(() => {});
+  for (let i = 0; i < FULL_BATCH + 1; i++) plain.update('p', prefix(i), a);
+  t.equal(scheduled.filter((s) => s === 'plain').length, 1, 'without scheduleFull a big batch just waits');
+});
