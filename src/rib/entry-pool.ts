@@ -25,19 +25,9 @@ export class EntryPool {
   private freeHead = NONE;
   live = 0;
 
+  /** A new entry of source `src`, no flags, no next; its attribute ids are the caller's to set. */
   alloc(src: number): number {
-    let e = this.freeHead;
-    if (e !== NONE) this.freeHead = this.next(e);
-    else {
-      if (this.top === this.segs.length * SEG) this.segs.push(new Int32Array(SEG * 4));
-      e = this.top++;
-    }
-    this.live++;
-    const s = this.segs[e >>> SEG_SHIFT];
-    const o = (e & SEG_MASK) << 2;
-    s[o] = src;
-    s[o + 3] = NONE;
-    return e;
+    return this.allocPath(src, 0, 0, NONE);
   }
 
   /** A new entry with all its fields: source, flags, received and effective attribute ids, no next. */

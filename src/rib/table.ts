@@ -70,8 +70,8 @@ export class Table {
   private freeHead = NONE;
   live = 0;
   // Records [appendFrom, top) were added past every prefix the table had held (see append()), and are not in the
-  // index yet; -1 when every record is. The greatest prefix added since the index was last complete: its words
-  // (with the top bit flipped, so signed order is unsigned order) and length.
+  // index yet; -1 when every record is. The greatest prefix the table has ever been given: its words (top bit
+  // flipped, so signed order is unsigned order) and length. Never lowered: a removal only makes the check stricter.
   private appendFrom = NONE;
   private max0 = -0x80000000;
   private max1 = -0x80000000;
@@ -164,8 +164,8 @@ export class Table {
   }
 
   /**
-   * Whether the prefix comes after every prefix added since the index was last complete, in (address, length)
-   * order, and so after every prefix the table holds: it cannot be held already.
+   * Whether the prefix comes after every prefix the table has been given, in (address, length) order: then it
+   * cannot be held already.
    */
   private beyondMax(w0: number, w1: number, w2: number, w3: number, len: number): boolean {
     const a = w0 ^ 0x80000000;
