@@ -167,6 +167,8 @@ export async function interopSuite(t: Test, kind: PeerKind): Promise<void> {
       t.ok(await peer.routes('ipv4').then((rs) => rs.find((x) => x.prefix === '10.100.0.0/24')), 'our route still there while we are down');
       await us.start();
       await us.waitPeer(P.v4, 'Established', { peers });
+      // Both sessions: the next test kills the peer and wants both families' routes kept as stale.
+      await us.waitPeer(P.v6, 'Established', { peers, timeoutMs: 30_000 });
       await waitFor(async () => (await peer.routes('ipv4')).find((x) => x.prefix === '10.100.0.0/24' && x.from === L.v4 && !x.stale),
         { what: `${kind} refreshed our route after our End-of-RIB`, peers });
     } finally {
@@ -180,7 +182,9 @@ export async function interopSuite(t: Test, kind: PeerKind): Promise<void> {
 
   // ---- 5. graceful restart: the peer restarts
   await t.test('graceful restart: kill -9 the peer, we keep its routes as stale until it returns', async (t) => {
+    // Both families held fresh first: the sessions come back one by one (connect retry jitter) after test 4.
     await us.waitRoute('10.200.0.0/24', { from: P.v4, match: (p) => !p.stale, peers });
+    await us.waitRoute('fd00:200::/48', { from: P.v6, match: (p) => !p.stale, peers, timeoutMs: 30_000 });
     await peer.kill();
     await us.wait(async () => (await us.peer(P.v4)).state !== 'Established', 'we notice the peer is gone', { peers });
     const stale = await us.waitRoute('10.200.0.0/24', { from: P.v4, match: (p) => p.stale, peers, timeoutMs: 5000 });
