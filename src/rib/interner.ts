@@ -156,7 +156,7 @@ export class AttrInterner {
       w[o + P_NH] as IP | null,
       bits & MED_SET ? v[n + N_MED] >>> 0 : undefined,
       bits & LP_SET ? v[n + N_LP] >>> 0 : undefined,
-      bits & COMM_NUM ? v[n + N_COMM] >>> 0 : (w[o + P_COMM] as readonly number[]),
+      bits & COMM_NUM ? v[n + N_COMM] : (w[o + P_COMM] as readonly number[]), // int32, as makeAttrs keeps it
       w[o + P_RARE] as RareAttrs,
       w[o + P_FACTS] as AsPathFacts,
     ));
