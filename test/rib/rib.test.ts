@@ -208,6 +208,10 @@ const ATTRS: PathAttrs[] = [
   A({ asPath: [asSequence(65002)], localPref: 120 }),
   A({ asPath: [asSequence(65003, 6, 7)], communities: [666] }),
   A({ asPath: [asSequence(65003, 7)], originatorId: 1, clusterList: [1] }),
+  // Numbers of 2^31 and up (a community of AS 65535, MED and LOCAL_PREF near the top): the interner keeps them as
+  // int32 and must give back what makeAttrs made.
+  A({ asPath: [asSequence(65001, 7)], communities: [0xffff029a], med: 0xfffffff0 }),
+  A({ asPath: [asSequence(65002, 7)], communities: [0xfde80064, 0xffff029a], localPref: 0x80000001 }),
 ];
 // e4's import policy rejects community 666 and raises LOCAL_PREF on the rest.
 const e4Policy: ImportPolicy = (_p, a) => (a.communities.includes(666) ? null : withAttrs(a, { localPref: 110 }));
