@@ -157,8 +157,52 @@ export interface WineChild {
   kill(): void;
 }
 
-/** Starts a Windows executable under wine and returns at once (for daemons). */
+/**
+ * Whether a run ended before the program started because wine's client lost its wineserver: when the last wine
+ * process exits, the wineserver lingers a few seconds and then exits, and a client connecting just then gets
+ * "wine client error:0: recvmsg: Connection reset by peer" and nothing else. Such a run is the machine, not the
+ * program; anything the program printed, or any other exit, is its own.
+ */
+export function isWineServerLost(code: number | null, stdout: string, stderr: string): boolean {
+  if (code === 0 || stdout !== '') return false;
+  const lines = stderr.split('\n').filter((l) => l.trim() !== '');
+  return lines.length > 0 && lines.every((l) => /^wine client error:\d+: /.test(l));
+}
+
+/** Attempts at starting a program whose wine client lost its wineserver (isWineServerLost), 1 s apart and more. */
+const WINESERVER_ATTEMPTS = 4;
+
+/**
+ * Starts a Windows executable under wine and returns at once (for daemons). A start that lost the wineserver is
+ * made again (up to 4 times): `pid`, `output()` and `kill()` are the current attempt's, `exited` the last one's.
+ */
 export function startWine(exe: string, args: string[], opts: WineRun = {}): WineChild {
+  let attempt = startWineOnce(exe, args, opts);
+  let killed = false;
+  const exited = (async () => {
+    for (let n = 1; ; n++) {
+      const code = await attempt.exited;
+      const out = attempt.output();
+      if (killed || n >= WINESERVER_ATTEMPTS || !isWineServerLost(code, out.stdout, out.stderr)) return code;
+      await new Promise((r) => setTimeout(r, 1000 * n));
+      if (killed) return code;
+      attempt = startWineOnce(exe, args, opts);
+    }
+  })();
+  return {
+    get pid() {
+      return attempt.pid;
+    },
+    exited,
+    output: () => attempt.output(),
+    kill: () => {
+      killed = true;
+      attempt.kill();
+    },
+  };
+}
+
+function startWineOnce(exe: string, args: string[], opts: WineRun): WineChild {
   const wine = wineBinary();
   if (!wine) throw new Error('wine is not installed (Debian: apt-get install wine64 wine)');
   const dir = fs.mkdtempSync(path.join(process.env.TMPDIR ?? '/tmp', 'bs-wine-io-'));

@@ -22,7 +22,7 @@ import { driveC, runWine, startWine, zPath } from '../../packaging/windows/wine.
 import { dirAccessProblem, dirRefusal, fixCommand } from '../../src/platform/dir-acl.ts';
 import { freePort } from '../kit/etcd-cluster.ts';
 import { readAcls } from './acl-reader.ts';
-import { exe, parseLog, until, windowsReady } from './harness.ts';
+import { exe, parseLog, windowsReady, untilDaemon } from './harness.ts';
 
 
 if (windowsReady(t)) {
@@ -54,7 +54,7 @@ ipc: { path: '\\\\.\\pipe\\bs-diracl-${statusPort}' }
     const port = await freePort();
     const d = startWine(exe.cli, ['run', '-c', config(dir, store, port)], { timeoutMs: 400_000 });
     t.teardown(() => d.kill());
-    const lines = await until('the daemon to start', 180_000, () => {
+    const lines = await untilDaemon('the daemon to start', 180_000, d, () => {
       const l = parseLog(d.output().stderr);
       return (l.some((x) => x.msg === 'started' || x.msg === 'cannot start') || /^blockspeaker: /m.test(d.output().stderr)) && l;
     });
@@ -102,7 +102,7 @@ ipc: { path: '\\\\.\\pipe\\bs-diracl-${statusPort}' }
     fs.chmodSync(path.join(cfgDir, `node-${port}.yaml`), 0o644);
     const d = startWine(exe.cli, ['run', '-c', file], { timeoutMs: 400_000 });
     t.teardown(() => d.kill());
-    const lines = await until('the daemon to start', 180_000, () => {
+    const lines = await untilDaemon('the daemon to start', 180_000, d, () => {
       const l = parseLog(d.output().stderr);
       return (l.some((x) => x.msg === 'started' || x.msg === 'cannot start') || /^blockspeaker: /m.test(d.output().stderr)) && l;
     });

@@ -15,7 +15,7 @@ import { runWine, startWine, zPath } from '../../packaging/windows/wine.ts';
 import { fixCommand } from '../../src/platform/dir-acl.ts';
 import { fixFileCommand } from '../../src/platform/file-acl.ts';
 import { freePort } from '../kit/etcd-cluster.ts';
-import { exe, parseLog, until, windowsReady } from './harness.ts';
+import { exe, parseLog, windowsReady, untilDaemon } from './harness.ts';
 
 if (windowsReady(t)) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `bs-windows-fileacl-${process.pid}-`));
@@ -67,7 +67,7 @@ ipc: { path: '\\\\.\\pipe\\bs-fileacl-${port}' }
     fs.chmodSync(pw, 0o600);
     const d = startWine(exe.cli, ['run', '-c', c.file], { timeoutMs: 300_000 });
     t.teardown(() => d.kill());
-    const lines = await until('the password file to be checked', 180_000, () => {
+    const lines = await untilDaemon('the password file to be checked', 180_000, d, () => {
       const l = parseLog(d.output().stderr);
       return (l.some((x) => typeof x.msg === 'string' && x.msg.startsWith(`${zPath(pw)}: existing file checked`)) || /^blockspeaker: /m.test(d.output().stderr)) && l;
     });

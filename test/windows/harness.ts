@@ -4,7 +4,7 @@ import type { Test } from 'tap';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ensureWinePrefix, projectRoot, wineBinary, windowsDist } from '../../packaging/windows/wine.ts';
+import { ensureWinePrefix, projectRoot, wineBinary, windowsDist, type WineChild } from '../../packaging/windows/wine.ts';
 import { requirePeers } from '../kit/etcd-cluster.ts';
 
 export const exe = {
@@ -64,6 +64,34 @@ export function parseLog(stderr: string): Record<string, unknown>[] {
       return { msg: l };
     }
   });
+}
+
+/**
+ * Polls `f` every half second while daemon `d` runs: its value once truthy; else, if `d` exits or `ms` pass, an
+ * error naming what was awaited with `d`'s exit and the end of its stderr (a daemon that died is not waited for).
+ */
+export async function untilDaemon<T>(what: string, ms: number, d: WineChild, f: () => T | undefined | false): Promise<T> {
+  let code: number | null | undefined;
+  void d.exited.then((c) => {
+    code = c;
+  }, () => {
+    code = null;
+  });
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = f();
+    if (v) return v;
+    const gone = code !== undefined;
+    if (gone) {
+      const last = f(); // what it printed before it went
+      if (last) return last;
+    }
+    if (gone || Date.now() > end) {
+      const out = d.output();
+      throw new Error(`gave up waiting for ${what}: ${gone ? `the daemon exited (${code})` : `still running after ${ms} ms`}; its stderr ends: ${out.stderr.slice(-1500) || '(nothing)'}${out.stdout ? `; stdout: ${out.stdout.slice(-500)}` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
 }
 
 /** Polls `f` every half second until it returns something truthy (returned), or throws after `ms`. */

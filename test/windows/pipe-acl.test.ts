@@ -18,7 +18,7 @@ import path from 'node:path';
 import { driveC, runWine, startWine, windowsDist, windowsNode, zPath } from '../../packaging/windows/wine.ts';
 import { adminOnlyDaclProblem } from '../../src/platform/pipe-acl.ts';
 import { freePort } from '../kit/etcd-cluster.ts';
-import { exe, parseLog, until, windowsReady } from './harness.ts';
+import { exe, parseLog, until, windowsReady, untilDaemon } from './harness.ts';
 
 /** Reads a pipe's DACL with its own Win32 calls (not blockspeaker's): prints {sddl} or {error}. */
 const READER = `
@@ -75,7 +75,7 @@ ipc: { path: '${pipe}' }
     const port = await freePort();
     const d = startWine(exe.cli, ['run', '-c', config(pipe, port)], { timeoutMs: 400_000 });
     t.teardown(() => d.kill());
-    const lines = await until('the daemon to start', 180_000, () => {
+    const lines = await untilDaemon('the daemon to start', 180_000, d, () => {
       const l = parseLog(d.output().stderr);
       return l.some((x) => x.msg === 'started') && l;
     });
