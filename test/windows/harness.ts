@@ -67,8 +67,8 @@ export function parseLog(stderr: string): Record<string, unknown>[] {
 }
 
 /**
- * Polls `f` every half second while daemon `d` runs: its value once truthy; else, if `d` exits or `ms` pass, an
- * error naming what was awaited with `d`'s exit and the end of its stderr (a daemon that died is not waited for).
+ * `until`, for as long as daemon `d` runs: a daemon that exited is not waited for (`f` gets one last look at what
+ * it printed), and the error says how it ended and what its stderr ends with.
  */
 export async function untilDaemon<T>(what: string, ms: number, d: WineChild, f: () => T | undefined | false): Promise<T> {
   let code: number | null | undefined;
@@ -77,30 +77,32 @@ export async function untilDaemon<T>(what: string, ms: number, d: WineChild, f: 
   }, () => {
     code = null;
   });
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    const gone = code !== undefined;
-    if (gone) {
-      const last = f(); // what it printed before it went
-      if (last) return last;
-    }
-    if (gone || Date.now() > end) {
-      const out = d.output();
-      throw new Error(`gave up waiting for ${what}: ${gone ? `the daemon exited (${code})` : `still running after ${ms} ms`}; its stderr ends: ${out.stderr.slice(-1500) || '(nothing)'}${out.stdout ? `; stdout: ${out.stdout.slice(-500)}` : ''}`);
-    }
-    await new Promise((r) => setTimeout(r, 500));
-  }
+  const ended = () => {
+    const out = d.output();
+    return `its stderr ends: ${out.stderr.slice(-1500) || '(nothing)'}${out.stdout ? `; stdout: ${out.stdout.slice(-500)}` : ''}`;
+  };
+  return until(what, ms, f, { stopped: () => (code === undefined ? null : `the daemon exited (${code})`), context: ended });
 }
 
-/** Polls `f` every half second until it returns something truthy (returned), or throws after `ms`. */
-export async function until<T>(what: string, ms: number, f: () => T | undefined | false): Promise<T> {
+/**
+ * Polls `f` every half second until it returns something truthy (returned), or throws after `ms`, or once
+ * `stopped()` says why waiting is pointless (after one last call of `f`); `context()` is added to the error.
+ */
+export async function until<T>(what: string, ms: number, f: () => T | undefined | false,
+  o: { stopped?: () => string | null; context?: () => string } = {}): Promise<T> {
   const end = Date.now() + ms;
   for (;;) {
     const v = f();
     if (v) return v;
-    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
+    const stop = o.stopped?.() ?? null;
+    if (stop !== null) {
+      const last = f();
+      if (last) return last;
+    }
+    if (stop !== null || Date.now() > end) {
+      const why = [stop ?? (o.context ? `still waiting after ${ms} ms` : null), o.context?.() ?? null].filter((x) => x !== null);
+      throw new Error(`gave up waiting for ${what}${why.length > 0 ? `: ${why.join('; ')}` : ''}`);
+    }
     await new Promise((r) => setTimeout(r, 500));
   }
 }
