@@ -252,6 +252,23 @@ const NO_RARE: RareAttrs = Object.freeze({
   originatorId: undefined, clusterList: EMPTY, unknown: EMPTY,
 });
 
+// The rare attributes of records whose only rare attribute is an IPv6 link-local next hop: every IPv6 route from a
+// peer on the link (BIRD and FRR send one), so one object per link-local address in a row, not one per record. The
+// interner then finds a held set's rare attributes identical by pointer, and hashes them once (rareHash).
+let linkLocalIp: IP | null = null;
+let linkLocalRare: RareAttrs = NO_RARE;
+
+function linkLocalOnly(ip: IP): RareAttrs {
+  if (linkLocalIp !== ip && (linkLocalIp === null || !ipEquals(linkLocalIp, ip))) {
+    linkLocalRare = Object.freeze({
+      nextHopLinkLocal: ip, atomicAggregate: false, aggregator: undefined, extCommunities: EMPTY, largeCommunities: EMPTY,
+      originatorId: undefined, clusterList: EMPTY, unknown: EMPTY,
+    });
+    linkLocalIp = ip;
+  }
+  return linkLocalRare;
+}
+
 /**
  * Whether `asn` occurs anywhere in the AS_PATH (loop detection, RFC 4271 9.1.2). Records made here answer most
  * "no" from their path's ASN bloom without loading the path itself (a cache miss per record in a table load).
@@ -364,9 +381,9 @@ function build(init: AttrsInit, adopt: boolean, facts?: AsPathFacts, from?: Attr
   const clusterList = clusters !== undefined && clusters === rare?.clusterList ? clusters
     : clusters?.length ? Object.freeze(clusters.map((c) => u32(c, 'CLUSTER_ID'))) : EMPTY;
   const unknownList = unknown.length ? Object.freeze(unknown) : EMPTY;
-  const rareAttrs = nextHopLinkLocal === null && !atomicAggregate && aggregator === undefined && extCommunities.length === 0 &&
+  const rareAttrs = !atomicAggregate && aggregator === undefined && extCommunities.length === 0 &&
       largeCommunities.length === 0 && originatorId === undefined && clusterList.length === 0 && unknownList.length === 0
-    ? NO_RARE
+    ? (nextHopLinkLocal === null ? NO_RARE : linkLocalOnly(nextHopLinkLocal))
     : Object.freeze({ nextHopLinkLocal, atomicAggregate, aggregator, extCommunities, largeCommunities, originatorId, clusterList, unknown: unknownList });
   const comm = communities.length === 1 ? communities[0] | 0 : communities;
   const f = facts ?? asPathFacts(asPath);
@@ -438,7 +455,7 @@ function hashAttrs(
   // (As mixList over the list: its length, then each value.)
   h = typeof c === 'number' ? mix(mix(h, 1), c) : mixList(h, c);
   // Records without any rare attribute all share NO_RARE (see AttrRecord), so one constant stands for them all.
-  h = rare === NO_RARE ? mix(h, 0x5bd1e995) : hashRare(h, rare);
+  h = mix(h, rare === NO_RARE ? 0x5bd1e995 : rareHash(rare));
   // Final avalanche so that bucket keys use all bits.
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
@@ -447,6 +464,18 @@ function hashAttrs(
   h ^= h >>> 16;
   // Signed: a small integer stays unboxed in the record (an unsigned value >= 2^31 would be a heap number).
   return h | 0;
+}
+
+// The last rare attributes hashed: records sharing one object (linkLocalOnly) in a row hash it once.
+let hashedRare: RareAttrs = NO_RARE;
+let hashedRareValue = 0;
+
+function rareHash(a: RareAttrs): number {
+  if (a !== hashedRare) {
+    hashedRareValue = hashRare(0x1b873593, a);
+    hashedRare = a;
+  }
+  return hashedRareValue;
 }
 
 function hashRare(h: number, a: RareAttrs): number {

@@ -109,6 +109,27 @@ t.test('hash collisions are resolved by content comparison', async (t) => {
   t.equal(it.lookup(makeAttrs(rec(pair[0]))), undefined);
 });
 
+t.test('records whose only rare attribute is a link-local next hop share one rare-attributes object per address', async (t) => {
+  const rare = (a: unknown) => (a as { rareAttrs: unknown }).rareAttrs;
+  const six = { asPath: [asSequence(65001)], nextHop: parseIP('2001:db8::1') };
+  const a = makeAttrs({ ...six, nextHopLinkLocal: parseIP('fe80::1') });
+  const b = makeAttrs({ ...six, med: 5, nextHopLinkLocal: parseIP('fe80::1') }); // another IP object, equal
+  t.equal(rare(a), rare(b), 'one object for equal addresses');
+  const c = makeAttrs({ ...six, nextHopLinkLocal: parseIP('fe80::2') });
+  t.not(rare(c), rare(a), 'another address, another object');
+  t.equal(c.nextHopLinkLocal?.toString(), 'fe80::2');
+  const d = makeAttrs({ ...six, nextHopLinkLocal: parseIP('fe80::1'), atomicAggregate: true });
+  t.not(rare(d), rare(a), 'with another rare attribute: its own');
+  t.ok(d.atomicAggregate && d.nextHopLinkLocal?.toString() === 'fe80::1');
+  // Interleaved, the shared objects still hash and intern by content.
+  const it = new AttrInterner();
+  const ids = [a, c, makeAttrs({ ...six, nextHopLinkLocal: parseIP('fe80::1') }), makeAttrs({ ...six, nextHopLinkLocal: parseIP('fe80::2') })]
+    .map((x) => it.internId(x));
+  t.same(ids, [ids[0], ids[1], ids[0], ids[1]], 'equal content, one set');
+  t.not(ids[0], ids[1]);
+  t.equal(makeAttrs({ ...six, nextHopLinkLocal: parseIP('fe80::1') }).hash, a.hash, 'the hash is the content\'s');
+});
+
 // ---- properties ---------------------------------------------------------------------------------------------
 
 const u32 = fc.integer({ min: 0, max: 0xffffffff });
@@ -117,9 +138,12 @@ const arbIP = fc.oneof(
   fc.integer({ min: 0, max: 3 }).map((n) => parseIP(`10.0.0.${n}`)),
   fc.integer({ min: 0, max: 3 }).map((n) => parseIP(`fd00::${n}`)),
 );
+// Link-local next hops: equal addresses as distinct IP objects, so sharing by content is exercised.
+const arbLinkLocal = fc.integer({ min: 1, max: 2 }).map((n) => parseIP(`fe80::${n}`));
 const arbInit: fc.Arbitrary<AttrsInit> = fc.record(
   {
     origin: fc.constantFrom(Origin.IGP, Origin.EGP, Origin.INCOMPLETE),
+    nextHopLinkLocal: fc.option(arbLinkLocal, { nil: null }),
     asPath: fc.array(
       fc.record({ type: fc.constantFrom(1, 2, 3, 4) as fc.Arbitrary<1 | 2 | 3 | 4>, asns: fc.array(smallAsn, { maxLength: 3 }) }),
       { maxLength: 3 },

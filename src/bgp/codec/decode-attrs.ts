@@ -100,13 +100,16 @@ function ipv4Shared(b: Uint8Array, p: number, scratch: DecodeScratch | undefined
   return (scratch.nh4 = new IP(4, w));
 }
 
-function ipv6Shared(b: Uint8Array, p: number, scratch: DecodeScratch | undefined): IP {
+function ipv6Shared(b: Uint8Array, p: number, scratch: DecodeScratch | undefined, linkLocal: boolean): IP {
   if (scratch === undefined) return ipv6At(b, p);
-  const last = scratch.nh6;
+  const last = linkLocal ? scratch.ll6 : scratch.nh6;
   if (last !== null && last.w0 === u32(b, p) && last.w1 === u32(b, p + 4) && last.w2 === u32(b, p + 8) && last.w3 === u32(b, p + 12)) {
     return last;
   }
-  return (scratch.nh6 = ipv6At(b, p));
+  const ip = ipv6At(b, p);
+  if (linkLocal) scratch.ll6 = ip;
+  else scratch.nh6 = ip;
+  return ip;
 }
 
 // No closures in here: this runs for every attribute of every UPDATE.
@@ -297,8 +300,9 @@ function decodeMpReach(st: UpdateParse, vs: number, ve: number): MpReach {
   if (nhl === 4 && v4) nextHop = ipv4Shared(buf, nh, opts.scratch);
   // IPv6 global (+ link-local) next hop (RFC 2545 3); for IPv4 NLRI this is RFC 8950.
   else if (nhl === 16 || nhl === 32) {
-    nextHop = ipv6Shared(buf, nh, opts.scratch);
-    if (nhl === 32) linkLocal = ipv6At(buf, nh + 16);
+    nextHop = ipv6Shared(buf, nh, opts.scratch, false);
+    // The same object every time, so records' rare attributes can be one shared object too (attrs.ts).
+    if (nhl === 32) linkLocal = ipv6Shared(buf, nh + 16, opts.scratch, true);
   } else {
     throw st.mpError(`MP_REACH_NLRI next hop length ${nhl} for AFI ${afi}`);
   }

@@ -51,6 +51,8 @@ export class DecodeScratch {
   /** The last next hops decoded: consecutive UPDATEs from one peer nearly always share them. */
   nh4: IP | null = null;
   nh6: IP | null = null;
+  /** The last IPv6 link-local next hop (a 32-octet MP_REACH next hop's second half). */
+  ll6: IP | null = null;
   /**
    * The path attributes of the last clean IPv4 UPDATE (classic NLRI, no MP attributes, no problems), its record
    * and the options it was decoded under. Many senders (BIRD among them) send one prefix per UPDATE with the same
