@@ -67,7 +67,7 @@ import { birdc, birdSessions, importedRoutes, startBird, type Sender } from './l
 import { summarizeProfile, type ProfileSummary } from './lib/cpuprofile.ts';
 import { loadFullTable, planTable, runCommunity, type Runs } from './lib/full-table.ts';
 import { finish, fmtS, log, monoOffset, now, r0, r1, r2 } from './lib/daemon-bench.ts';
-import { childrenCpuMs, cpuMs, mainThreadRunDelayMs, peakRssMB, rssMB, threadCpuMs } from './lib/proc.ts';
+import { childrenCpuMs, cpuMs, mainThreadRunDelayMs, peakRssMB, readCounts, rssMB, threadCpuMs } from './lib/proc.ts';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const REPLAY = join(repoRoot, 'bench/lib/bgp-replay.ts');
@@ -226,6 +226,9 @@ interface IngestResult {
   pollCpuMs: number;
   /** BIRD sender: its CPU time over the run. */
   senderCpuMs: number | null;
+  /** The receiver's read system calls over the run and their mean size (KB), when /proc/PID/io can be read. */
+  reads: number | null;
+  readKB: number | null;
   /** Replay sender: when it had handed the whole stream to the kernel (TCP flow control: the receiver's pace). */
   sentMs: number | null;
   connectMs: number;
@@ -323,6 +326,7 @@ async function fullTable(feedFor: (kind: Kind, link: Link) => Feed, links: Map<K
     const cpu0 = cpuMs(rcv.pid);
     const main0 = threadCpuMs(rcv.pid).main;
     const wait0 = mainThreadRunDelayMs(rcv.pid);
+    const io0 = readCounts(rcv.pid);
     const snd0 = feed.cpuMs();
     const poll0 = childrenCpuMs();
     const tStart = now();
@@ -343,6 +347,9 @@ async function fullTable(feedFor: (kind: Kind, link: Link) => Feed, links: Map<K
     const cpu = cpuMs(rcv.pid) - cpu0;
     const mainCpu = threadCpuMs(rcv.pid).main - main0;
     const mainWait = mainThreadRunDelayMs(rcv.pid) - wait0;
+    const io1 = readCounts(rcv.pid);
+    const reads = io0 && io1 ? io1.reads - io0.reads : null;
+    const readKB = io0 && io1 && reads ? (io1.bytes - io0.bytes) / reads / 1024 : null;
     const hwm = peakRssMB(rcv.pid);
     const rss = rssMB(rcv.pid);
     const snd1 = feed.cpuMs();
@@ -358,7 +365,7 @@ async function fullTable(feedFor: (kind: Kind, link: Link) => Feed, links: Map<K
       ms: r0(ms), resolutionMs: r0(resolution), polledMs: r0(w.doneAt - t0),
       prefixes: w.held, prefixesPerS: r0(expected / (ms / 1000)), cpuMs: r0(cpu), mainThreadCpuMs: r0(mainCpu), mainThreadWaitMs: r0(mainWait), peakRssMB: r1(hwm), rssMB: r1(rss),
       polls: w.polls, pollCpuMs: r0(pollCpu),
-      senderCpuMs: snd0 === null || snd1 === null ? null : r0(snd1 - snd0), sentMs: sentAt === null ? null : r0(sentAt - t0),
+      senderCpuMs: snd0 === null || snd1 === null ? null : r0(snd1 - snd0), reads, readKB: readKB === null ? null : r1(readKB), sentMs: sentAt === null ? null : r0(sentAt - t0),
       connectMs: r0(t0 - tStart), load1: r1(load1),
     };
     if (kind === 'blockspeaker' && rcv.profile) {
@@ -370,6 +377,7 @@ async function fullTable(feedFor: (kind: Kind, link: Link) => Feed, links: Map<K
       res.senderCpuMs !== null ? `sender CPU ${fmtS(res.senderCpuMs)}` : null,
       res.sentMs !== null ? `all sent at ${fmtS(res.sentMs)}` : null,
       exact !== null && kind !== 'sink' ? `first complete poll at ${fmtS(res.polledMs)}` : null,
+      reads !== null ? `${reads} reads of ${r1(readKB ?? 0)} KB` : null,
       `polls ${w.polls} = ${r0(pollCpu)} ms CPU`, `load ${r1(load1)}`,
     ].filter(Boolean).join(', ');
     log(`  ${kind.padEnd(12)} ${fmtS(ms).padStart(9)}  (${(res.prefixesPerS / 1000).toFixed(0)}k prefixes/s, ${res.resolutionMs ? `±${res.resolutionMs} ms` : 'exact'})` +

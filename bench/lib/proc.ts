@@ -80,6 +80,23 @@ export function mainThreadRunDelayMs(pid: number): number {
   }
 }
 
+/**
+ * The process's read system calls and the octets they returned so far (/proc/PID/io syscr and rchar; every read,
+ * of sockets and files alike), or null when the file cannot be read. During a table load a receiver reads little
+ * but its session's socket: how many reads the table took says how the sender's writes arrived.
+ */
+export function readCounts(pid: number): { reads: number; bytes: number } | null {
+  try {
+    const text = readFileSync(`/proc/${pid}/io`, 'utf8');
+    const field = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(text)?.[1] ?? NaN);
+    const reads = field('syscr');
+    const bytes = field('rchar');
+    return Number.isFinite(reads) && Number.isFinite(bytes) ? { reads, bytes } : null;
+  } catch {
+    return null;
+  }
+}
+
 export function threadCpuMs(pid: number): { main: number; others: number } {
   let main = 0;
   let others = 0;
