@@ -32,7 +32,7 @@
 // lists each shape's benches, newest first). A bench's flags are the parseArgs options of its file and of the ./lib/
 // files it imports.
 //
-// Per round, per shape: base, then head. Each run's output goes to var/compare/logs-<time>/; a progress line per
+// Per round, per shape: base, then head in odd rounds, head, then base in even ones (sidesInRound). Each run's output goes to var/compare/logs-<time>/; a progress line per
 // run, then per figure the base and head medians over the rounds, head/base and which way is better, then one JSON
 // line with everything. The worktree is removed at the end (and on SIGINT/SIGTERM) unless --keep.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
@@ -42,7 +42,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import {
-  SHAPES, argvFor, declaredOptions, fmt, libImports, parseFinalJson, parseOnly, pickBench, pickFigures, summarize, versusOf,
+  SHAPES, argvFor, declaredOptions, fmt, libImports, parseFinalJson, parseOnly, pickBench, pickFigures, sidesInRound, summarize, versusOf,
   type CompareOptions, type FigureSummary, type ShapeName,
 } from './lib/compare.ts';
 
@@ -331,7 +331,7 @@ for (const name of only) {
   }
 }
 
-// ---- the runs: per round, per shape, base then head ------------------------------------------------------------
+// ---- the runs: per round, per shape, both sides (base first in odd rounds, head first in even) ----------------
 
 interface RunRecord {
   round: number;
@@ -347,7 +347,8 @@ for (const p of plans.keys()) runs.set(p, []);
 outer: for (let round = 1; round <= rounds; round++) {
   for (const name of only) {
     const shape = SHAPES[name];
-    for (const side of [base, head]) {
+    for (const which of sidesInRound(round)) {
+      const side = which === 'base' ? base : head;
       if (stopping) break outer;
       const plan = plans.get(planKey(name, side))!;
       if (!plan.runnable) continue;

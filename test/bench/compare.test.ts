@@ -4,7 +4,7 @@ import t from 'tap';
 import fc from 'fast-check';
 import {
   SHAPES, SHAPE_NAMES, argvFor, declaredOptions, libImports, median, parseFinalJson, parseOnly, pick, pickBench, pickFigures,
-  ratio, summarize, verdict, versusOf,
+  ratio, sidesInRound, summarize, verdict, versusOf,
 } from '../../bench/lib/compare.ts';
 
 const finite = fc.double({ min: -1e9, max: 1e9, noNaN: true, noDefaultInfinity: true });
@@ -191,4 +191,18 @@ t.test('versusOf: BIRD against ours from one side\'s medians, with the goal', as
     const [x] = versusOf(SHAPES.birdsender, { 'birdsender.timeMs': ours, 'birdsender.sinkTimeMs': sink });
     return x.value === ours / sink && x.met === (ours / sink <= 1.05);
   }));
+});
+
+t.test('property: over any number of rounds each side runs first in half of them (the base in the odd one out)', async (t) => {
+  fc.assert(fc.property(fc.integer({ min: 1, max: 50 }), (rounds) => {
+    let baseFirst = 0;
+    for (let r = 1; r <= rounds; r++) {
+      const order = sidesInRound(r);
+      if ([...order].sort().join() !== 'base,head') return false; // both sides, once each
+      if (order[0] === 'base') baseFirst++;
+    }
+    return baseFirst === Math.ceil(rounds / 2) && sidesInRound(1)[0] === 'base';
+  }));
+  t.throws(() => sidesInRound(0), /round must be a whole number from 1/);
+  t.throws(() => sidesInRound(1.5), /round must be a whole number from 1/);
 });
