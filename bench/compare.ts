@@ -32,9 +32,10 @@
 // lists each shape's benches, newest first). A bench's flags are the parseArgs options of its file and of the ./lib/
 // files it imports.
 //
-// Per round, per shape: base, then head in odd rounds, head, then base in even ones (sidesInRound). Each run's output goes to var/compare/logs-<time>/; a progress line per
-// run, then per figure the base and head medians over the rounds, head/base and which way is better, then one JSON
-// line with everything. The worktree is removed at the end (and on SIGINT/SIGTERM) unless --keep.
+// Per round, per shape: base, then head in odd rounds, head, then base in even ones (sidesInRound). Each run's
+// output goes to var/compare/logs-<time>/; a progress line per run, then per figure the base and head medians over
+// the rounds, head/base and which way is better, then one JSON line with everything. The worktree is removed at the
+// end (and on SIGINT/SIGTERM) unless --keep.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, lstatSync, mkdirSync, readFileSync, symlinkSync, unlinkSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';

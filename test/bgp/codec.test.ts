@@ -311,15 +311,16 @@ t.test('a DecodeScratch hands out one link-local next hop object while it stays 
   const scratch = new DecodeScratch();
   const six = (ll: string, asn: number, p: string) => encodeUpdates(makeAttrs({ asPath: [asSequence(asn)], nextHop: parseIP('2001:db8::1'), nextHopLinkLocal: parseIP(ll) }), [parsePrefix(p)])[0];
   const decode = (b: Uint8Array) => (ok(decodeMessage(b, { scratch })) as UpdateMessage).attrs!;
+  const rare = (a: unknown) => (a as { rareAttrs: unknown }).rareAttrs;
   const a = decode(six('fe80::1', 65001, '2001:db8:1::/48'));
   const b = decode(six('fe80::1', 65002, '2001:db8:2::/48'));
   const c = decode(six('fe80::2', 65002, '2001:db8:3::/48'));
   const d = decode(six('fe80::1', 65003, '2001:db8:4::/48'));
   t.equal(a.nextHopLinkLocal, b.nextHopLinkLocal, 'the same address: the same IP object');
-  t.equal((a as unknown as { rareAttrs: unknown }).rareAttrs, (b as unknown as { rareAttrs: unknown }).rareAttrs, 'and the same rare attributes');
+  t.equal(rare(a), rare(b), 'and the same rare attributes');
   t.equal(c.nextHopLinkLocal?.toString(), 'fe80::2', 'another address is read, not the cached one');
   t.equal(d.nextHopLinkLocal?.toString(), 'fe80::1', 'and back again');
-  t.not((c as unknown as { rareAttrs: unknown }).rareAttrs, (a as unknown as { rareAttrs: unknown }).rareAttrs);
+  t.not(rare(c), rare(a));
   // Without a scratch every decode is on its own, with equal content.
   const alone = (ok(decodeMessage(six('fe80::1', 65001, '2001:db8:1::/48'))) as UpdateMessage).attrs!;
   t.ok(attrsEqual(alone, a) && alone.hash === a.hash, 'equal to a decode without the scratch');
