@@ -90,7 +90,7 @@ function Install-Blockspeaker {
   }
   # The executable's node flags, the launcher's (bin/blockspeaker.js; docs/reference/footprint.md): the service's environment.
   $key = "HKLM:\SYSTEM\CurrentControlSet\Services\$ServiceName"
-  New-ItemProperty -Path $key -Name 'Environment' -PropertyType MultiString -Value @('NODE_OPTIONS=--max-semi-space-size=1') -Force | Out-Null
+  New-ItemProperty -Path $key -Name 'Environment' -PropertyType MultiString -Value @('NODE_OPTIONS=--max-semi-space-size=1 --v8-pool-size=1') -Force | Out-Null
   # A crash or an exit with an error is restarted by the SCM (5 s, 5 s, then 30 s; counter reset after a day).
   Invoke-Tool 'sc.exe' @('failure', $ServiceName, 'reset=', '86400', 'actions=', 'restart/5000/restart/5000/restart/30000')
   Invoke-Tool 'sc.exe' @('failureflag', $ServiceName, '1')
