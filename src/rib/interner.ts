@@ -9,6 +9,14 @@ import {
 
 const EMPTY_SLOT = -1;
 const TOMBSTONE = -2;
+// An index slot: the id (low 24 bits) under 7 bits of its set's hash, so a probe reads a row only when the tags
+// agree (the row has the whole hash). One Int32 per slot: half the index of an id and a hash side by side, which a
+// full table's ~350k sets made 8 MB of memory that every probe misses in.
+const SLOT_ID_BITS = 24;
+const SLOT_ID_MASK = (1 << SLOT_ID_BITS) - 1;
+const MAX_IDS = 1 << SLOT_ID_BITS;
+const tagOf = (h: number): number => h >>> 25;
+const slotOf = (h: number, id: number): number => (tagOf(h) << SLOT_ID_BITS) | id;
 
 // A held set's row: its numbers in NUMS slots of an Int32Array segment (numSegs), its pointers in PTRS slots of an
 // array segment (segs). Numbers kept in an array were boxed: a hash or a community of 2^30 and up is no small integer
@@ -48,7 +56,7 @@ const bitsOf = (a: AttrRecord): number =>
  * paths, next hops and lists), and its record is made when first asked for (get, intern). A full table's ~350k sets are
  * interned by id from records that the decoder has just built and nobody keeps: stored as records, each one
  * survived two young-generation collections, copied each time, and a table load's GC was mostly that copying.
- * The index is typed arrays: an open-addressing table (linear probing on the hash, load at most 1/2) of ids.
+ * The index is a typed array: an open-addressing table (linear probing on the hash, load at most 1/2) of ids.
  */
 export class AttrInterner {
   private segs: unknown[][] = [];
@@ -57,10 +65,9 @@ export class AttrInterner {
   private byId: (AttrRecord | undefined)[] = [];
   private refs = new Int32Array(256);
   private freeIds: number[] = [];
-  // The index: slot i is index[2i] (an id, EMPTY_SLOT or TOMBSTONE) and index[2i+1] (that set's hash), side by
-  // side so a probe costs one cache miss, not two (a table arriving in random order misses on every probe).
+  // The index: one slot per Int32 (slotOf), EMPTY_SLOT or TOMBSTONE.
   private index = new Int32Array(1024).fill(EMPTY_SLOT);
-  private mask = 511; // slots - 1
+  private mask = 1023; // slots - 1
   private used = 0; // live ids plus tombstones in the index
   private count = 0;
 
@@ -164,12 +171,12 @@ export class AttrInterner {
     return rec;
   }
 
-  /** Whether held set `id` has `a`'s content (its hash already matched): the row has it, record made or not. */
+  /** Whether held set `id` has `a`'s content: the row has it, record made or not. */
   private holds(id: number, a: AttrRecord): boolean {
     const v = this.numSegs[id >>> SEG_SHIFT];
     const n = (id & (ROWS_PER_SEG - 1)) * NUMS;
     const bits = v[n + N_BITS];
-    if (bits !== bitsOf(a) || v[n + N_MED] !== ((a.med ?? 0) | 0) || v[n + N_LP] !== ((a.localPref ?? 0) | 0)) return false;
+    if (v[n + N_HASH] !== a.hash || bits !== bitsOf(a) || v[n + N_MED] !== ((a.med ?? 0) | 0) || v[n + N_LP] !== ((a.localPref ?? 0) | 0)) return false;
     const w = this.segs[id >>> SEG_SHIFT];
     const o = (id & (ROWS_PER_SEG - 1)) * ROW;
     // (The bits agree, so both communities are a number or both a list.)
@@ -183,11 +190,11 @@ export class AttrInterner {
     const index = this.index;
     const mask = this.mask;
     const h = a.hash;
+    const tag = tagOf(h);
     for (let i = h & mask; ; i = (i + 1) & mask) {
-      const id = index[2 * i];
-      if (id === EMPTY_SLOT) return EMPTY_SLOT;
-      if (id === TOMBSTONE || index[2 * i + 1] !== h) continue;
-      if (this.holds(id, a)) return id;
+      const v = index[i];
+      if (v === EMPTY_SLOT) return EMPTY_SLOT;
+      if (v >= 0 && v >>> SLOT_ID_BITS === tag && this.holds(v & SLOT_ID_MASK, a)) return v & SLOT_ID_MASK;
     }
   }
 
@@ -197,16 +204,18 @@ export class AttrInterner {
     const index = this.index;
     const mask = this.mask;
     const h = a.hash;
+    const tag = tagOf(h);
     let free = -1;
     let i = h & mask;
     for (; ; i = (i + 1) & mask) {
-      const id = index[2 * i];
-      if (id === EMPTY_SLOT) break;
-      if (id === TOMBSTONE) {
+      const v = index[i];
+      if (v === EMPTY_SLOT) break;
+      if (v === TOMBSTONE) {
         if (free < 0) free = i;
         continue;
       }
-      if (index[2 * i + 1] !== h) continue;
+      if (v >>> SLOT_ID_BITS !== tag) continue;
+      const id = v & SLOT_ID_MASK;
       if (this.holds(id, a)) {
         this.refs[id]++;
         // A caller that keeps its record (intern) gives the content its record when none was made yet.
@@ -215,6 +224,7 @@ export class AttrInterner {
       }
     }
     const id = this.freeIds.length > 0 ? this.freeIds.pop()! : this.byId.length;
+    if (id >= MAX_IDS) throw new AttrError(`more than ${MAX_IDS} distinct attribute sets`);
     if (id >= this.refs.length) {
       const bigger = new Int32Array(this.refs.length * 2);
       bigger.set(this.refs);
@@ -245,11 +255,9 @@ export class AttrInterner {
     this.count++;
     const slots = mask + 1;
     if (free >= 0) {
-      index[2 * free] = id;
-      index[2 * free + 1] = h;
+      index[free] = slotOf(h, id);
     } else {
-      index[2 * i] = id;
-      index[2 * i + 1] = h;
+      index[i] = slotOf(h, id);
       if (++this.used * 2 > slots) this.rehash(this.count * 4 > slots ? slots * 2 : slots);
     }
     return id;
@@ -263,9 +271,9 @@ export class AttrInterner {
     const index = this.index;
     const mask = this.mask;
     let i = h & mask;
-    while (index[2 * i] !== id) i = (i + 1) & mask;
+    while (index[i] < 0 || (index[i] & SLOT_ID_MASK) !== id) i = (i + 1) & mask;
     // A tombstone keeps later entries of the probe chain reachable; the next rehash clears them.
-    index[2 * i] = TOMBSTONE;
+    index[i] = TOMBSTONE;
     // The row's pointers go, so a freed id keeps nothing alive.
     w[o + P_PATH] = w[o + P_FACTS] = w[o + P_NH] = w[o + P_COMM] = w[o + P_RARE] = undefined;
     this.byId[id] = undefined;
@@ -273,19 +281,20 @@ export class AttrInterner {
     this.count--;
   }
 
-  /** Rebuild the index with `size` slots (a power of two), dropping tombstones. */
+  /**
+   * Rebuild the index with `size` slots (a power of two), dropping tombstones. The held sets are taken in id order,
+   * their hashes from their rows (read in the order they lie in memory); only the writes land at random.
+   */
   private rehash(size: number): void {
-    const index = new Int32Array(2 * size).fill(EMPTY_SLOT);
+    const index = new Int32Array(size).fill(EMPTY_SLOT);
     const mask = size - 1;
-    const old = this.index;
-    for (let j = 0; j < old.length; j += 2) {
-      const id = old[j];
-      if (id < 0) continue;
-      const h = old[j + 1];
+    const top = this.byId.length;
+    for (let id = 0; id < top; id++) {
+      if (this.refs[id] <= 0) continue; // a freed id
+      const h = this.numSegs[id >>> SEG_SHIFT][(id & (ROWS_PER_SEG - 1)) * NUMS + N_HASH];
       let i = h & mask;
-      while (index[2 * i] !== EMPTY_SLOT) i = (i + 1) & mask;
-      index[2 * i] = id;
-      index[2 * i + 1] = h;
+      while (index[i] !== EMPTY_SLOT) i = (i + 1) & mask;
+      index[i] = slotOf(h, id);
     }
     this.index = index;
     this.mask = mask;

@@ -103,3 +103,29 @@ t.test('a set read back by id is the record makeAttrs makes: a lone community of
   t.ok(attrsEqual(rec, fresh), 'and equal to it');
   t.same(rec.communities, [4294902426], 'read as the community it is');
 });
+
+t.test('sets whose hashes share an index slot and its 7-bit tag, but not the rest, are told apart', async (t) => {
+  // The index keeps 7 bits of each set's hash beside its id (the row has the whole hash): find two contents that
+  // start their probes at the same slot of the first 1,024-slot index with the same tag, and different hashes.
+  const seen = new Map<number, { k: number; hash: number }>();
+  let pair: [number, number] | null = null;
+  for (let k = 0; pair === null && k < 200_000; k++) {
+    const h = makeAttrs(content(k)).hash;
+    const key = ((h >>> 25) << 10) | (h & 1023);
+    const other = seen.get(key);
+    if (other !== undefined && other.hash !== h) pair = [other.k, k];
+    else seen.set(key, { k, hash: h });
+  }
+  t.ok(pair, 'two such contents found');
+  const [x, y] = pair!;
+  const it = new AttrInterner();
+  const ix = it.internId(makeAttrs(content(x)));
+  const iy = it.internId(makeAttrs(content(y)));
+  t.not(ix, iy, 'two ids');
+  t.equal(it.internId(makeAttrs(content(y))), iy, 'the second found again past the first');
+  it.releaseId(ix);
+  t.equal(it.lookup(makeAttrs(content(x))), undefined, 'the first gone');
+  t.ok(attrsEqual(it.lookup(makeAttrs(content(y)))!, makeAttrs(content(y))), 'the second still found past the tombstone');
+  t.equal(it.internId(makeAttrs(content(x))), ix, 'the first back in its freed id');
+  t.equal(it.size, 2);
+});
