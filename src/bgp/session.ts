@@ -94,6 +94,14 @@ export interface SessionEvents {
  * pump's 64 KiB steps, at most ~12 MB (it was 256 KiB: ~31 MB).
  */
 const HIGH_WATER = 64 * 1024;
+/**
+ * A read shorter than this that carried UPDATEs pauses reading for GATHER_MS, so that the next read takes what the
+ * peer sent meanwhile in one go. A sender that writes as it walks its table (BIRD) otherwise arrives in reads of
+ * ~2 KB: a full table in ~30,000 of them, each costing a wakeup, a system call and a buffer of its own, about a
+ * sixth of the table's CPU. The pause delays nothing already read, and at most GATHER_MS what comes next.
+ */
+const GATHER_BELOW = 16 * 1024;
+const GATHER_MS = 1;
 /** How long a closing socket may take to flush its last NOTIFICATION before it is destroyed. */
 const CLOSE_GRACE_MS = 2000;
 
@@ -142,6 +150,7 @@ export class Session extends EventEmitter<SessionEvents> {
   private processingAction: DecodeResult['action'] = 'ok';
   private processingProblems: readonly AttrProblem[] = [];
   private pendingHold = 0; // hold time to restart the timer with once the current read is processed
+  private gathering = false; // reading paused for GATHER_MS (see GATHER_BELOW)
   private refreshFamily: AddressFamily | null = null;
   private refreshSubtype = 0;
   private dispatching = false;
@@ -166,6 +175,8 @@ export class Session extends EventEmitter<SessionEvents> {
   establishedAt: number | null = null;
   readonly counters = {
     messagesIn: 0, messagesOut: 0, updatesIn: 0, updatesOut: 0, treatAsWithdraw: 0, attributeDiscard: 0,
+    /** Times reading was paused to gather a stream of UPDATEs into fewer reads (GATHER_BELOW). */
+    readPauses: 0,
   };
 
   /**
@@ -557,7 +568,9 @@ export class Session extends EventEmitter<SessionEvents> {
   };
 
   private onData(chunk: Buffer): void {
+    const updates = this.counters.updatesIn;
     const err = this.framer.pushAt(chunk, this.frameAt);
+    if (this.counters.updatesIn !== updates && chunk.length < GATHER_BELOW) this.gather();
     if (this.pendingHold > 0) {
       // UPDATEs on the fast path restart the hold timer once per read, not once per message; only if the FSM
       // still has it running (a message later in the chunk may have ended the session).
@@ -573,6 +586,20 @@ export class Session extends EventEmitter<SessionEvents> {
         this.dispatch({ type: 'NotifMsg' });
       } else this.dispatch({ type: 'BGPHeaderErr', notification: err });
     }
+  }
+
+  /** Stop reading for GATHER_MS (after a short read of UPDATEs), then carry on if the socket is still ours. */
+  private gather(): void {
+    const s = this.socket;
+    if (s === null || this.gathering) return;
+    this.gathering = true;
+    this.counters.readPauses++;
+    s.pause();
+    const t = setTimeout(() => {
+      this.gathering = false;
+      if (this.socket === s && !s.destroyed) s.resume();
+    }, GATHER_MS);
+    t.unref();
   }
 
   private onFrame(buf: Uint8Array, off: number, len: number): void {

@@ -4,7 +4,7 @@
 import t, { type Test } from 'tap';
 import { Session, type SessionConfig } from '../../src/bgp/session.ts';
 import type { FsmConfig } from '../../src/bgp/fsm.ts';
-import { encodeEndOfRib, encodeRouteRefresh, type OpenMessage, type UpdateMessage } from '../../src/bgp/codec/index.ts';
+import { encodeEndOfRib, encodeKeepalive, encodeRouteRefresh, type OpenMessage, type UpdateMessage } from '../../src/bgp/codec/index.ts';
 import { prefixesOf } from '../../src/bgp/codec/nlri.ts';
 import { formatPrefix } from '../../src/net/ip.ts';
 import { AS_PATH, NEXT_HOP, NLRI, ORIGIN, attr, hex, msg, open, update } from './codec-helpers.ts';
@@ -239,6 +239,31 @@ t.test('RFC 7606: treat-as-withdraw and attribute discard keep the session and a
   t.equal(s.counters.attributeDiscard, 1);
   t.equal(s.state, 'Established');
   t.notOk(peer.received.some((r) => r.msg?.type === 'notification'));
+});
+
+t.test('a short read of UPDATEs pauses reading for a moment; nothing is lost, and other messages do not pause it', async (t) => {
+  const { s, peer } = await established(t);
+  const got: string[] = [];
+  s.on('update', (m) => got.push(...prefixesOf(m.nlri).map(formatPrefix)));
+  const pauses0 = s.counters.readPauses;
+  peer.send(encodeKeepalive());
+  await sleep(20);
+  t.equal(s.counters.readPauses, pauses0, 'a KEEPALIVE alone: no pause');
+  // Each UPDATE its own write, 5 ms apart: short reads, each followed by a pause of 1 ms.
+  const want: string[] = [];
+  for (let i = 0; i < 5; i++) {
+    peer.send(update({ attrs: WELL, nlri: `18 0a0${i}00` }));
+    want.push(`10.${i}.0.0/24`);
+    await sleep(5);
+  }
+  await waitFor(() => got.length === want.length, 'every UPDATE delivered');
+  t.same(got, want, 'in order, none lost');
+  const pauses = s.counters.readPauses - pauses0;
+  t.ok(pauses >= 1 && pauses <= 5, `reading paused after the short reads of UPDATEs (${pauses} times)`);
+  // Reading resumed: a later message still arrives.
+  peer.send(update({ attrs: WELL, nlri: '18 0a0900' }));
+  await waitFor(() => got.length === want.length + 1, 'the UPDATE after the pauses delivered');
+  t.equal(s.state, 'Established');
 });
 
 t.test('keepalives every hold/3, and Hold Timer Expired when the peer goes quiet', async (t) => {
