@@ -10,10 +10,12 @@
 //
 // Prints one line per run, then a JSON line with the medians per way and each way's CPU over the plain receiver's.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { createServer, connect, type AddressInfo, type Socket } from 'node:net';
+import { createServer, connect, type Socket } from 'node:net';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../test/kit/wait.ts';
+import { median } from './lib/compare.ts';
+import { readCounts } from './lib/proc.ts';
 
 const MODES = ['data', 'onread', 'gather'] as const;
 type Mode = (typeof MODES)[number];
@@ -45,7 +47,7 @@ function send(port: number, mb: number, chunk: number, gapUs: number): void {
 
 /** Child: connect, read everything one way, print a Run as JSON. */
 function receive(mode: Mode, port: number): void {
-  const io = (): number => Number(/^syscr: (\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'))![1]);
+  const io = (): number => readCounts(process.pid)!.reads;
   let bytes = 0;
   const cpu0 = process.cpuUsage();
   const io0 = io();
@@ -75,18 +77,9 @@ function receive(mode: Mode, port: number): void {
   s.on('end', done);
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 async function once(mode: Mode, mb: number, chunk: number, gapUs: number): Promise<Run> {
   const self = fileURLToPath(import.meta.url);
-  const port = await freePort();
+  const port = await freePort('127.0.0.1');
   const sender = spawn(process.execPath, [...process.execArgv, self, 'send', String(port), String(mb), String(chunk), String(gapUs)], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   await new Promise<void>((resolve, reject) => {
     sender.once('message', () => resolve());
@@ -102,11 +95,6 @@ async function once(mode: Mode, mb: number, chunk: number, gapUs: number): Promi
   if (run.mb !== mb) throw new Error(`receiver ${mode} got ${run.mb} MB of ${mb}`);
   return run;
 }
-
-const median = (xs: number[]): number => {
-  const v = [...xs].sort((a, b) => a - b);
-  return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
-};
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -125,8 +113,8 @@ async function main(): Promise<void> {
   }
   const summary = (m: Mode) => {
     const rs = runs.filter((x) => x.mode === m);
-    const cpuMs = median(rs.map((x) => x.userMs + x.sysMs));
-    const reads = median(rs.map((x) => x.reads));
+    const cpuMs = median(rs.map((x) => x.userMs + x.sysMs))!;
+    const reads = median(rs.map((x) => x.reads))!;
     return { reads, userMs: median(rs.map((x) => x.userMs)), sysMs: median(rs.map((x) => x.sysMs)), cpuMs, usPerRead: +((cpuMs * 1000) / reads).toFixed(1) };
   };
   const by = { data: summary('data'), onread: summary('onread'), gather: summary('gather') };

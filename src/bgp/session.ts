@@ -150,7 +150,6 @@ export class Session extends EventEmitter<SessionEvents> {
   private processingAction: DecodeResult['action'] = 'ok';
   private processingProblems: readonly AttrProblem[] = [];
   private pendingHold = 0; // hold time to restart the timer with once the current read is processed
-  private gathering = false; // reading paused for GATHER_MS (see GATHER_BELOW)
   private refreshFamily: AddressFamily | null = null;
   private refreshSubtype = 0;
   private dispatching = false;
@@ -591,12 +590,10 @@ export class Session extends EventEmitter<SessionEvents> {
   /** Stop reading for GATHER_MS (after a short read of UPDATEs), then carry on if the socket is still ours. */
   private gather(): void {
     const s = this.socket;
-    if (s === null || this.gathering) return;
-    this.gathering = true;
+    if (s === null || s.isPaused()) return;
     this.counters.readPauses++;
     s.pause();
     const t = setTimeout(() => {
-      this.gathering = false;
       if (this.socket === s && !s.destroyed) s.resume();
     }, GATHER_MS);
     t.unref();
